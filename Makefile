@@ -1,0 +1,41 @@
+# Two commands for users (see README): `make lab` and `make test`.
+# Everything is incremental: stamps in .venv record what is already done.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+DEPS   := $(VENV)/.deps-installed
+BUILT  := $(VENV)/.package-built
+SOURCES := setup.py pyproject.toml tools/ort_headers.py $(shell find csrc -type f)
+
+.PHONY: setup lab test notebooks clean
+
+setup: $(BUILT)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(DEPS): requirements.txt | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+# Rebuilds the PyTorch extension and the ORT library when csrc/ changes.
+$(BUILT): $(DEPS) $(SOURCES)
+	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
+	touch $@
+
+lab: setup
+	$(VENV)/bin/jupyter lab --no-browser --notebook-dir=notebooks
+
+test: setup
+	$(PY) -m pytest
+
+# Re-executes every notebook in place, to refresh the committed outputs.
+notebooks: setup
+	cd notebooks && for nb in [0-9][0-9]_*.ipynb; do \
+	  ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; \
+	done
+
+clean:
+	rm -rf build customops/*.so customops/__pycache__ $(BUILT)

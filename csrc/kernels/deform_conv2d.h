@@ -1,0 +1,44 @@
+// Deformable convolution (v1 without mask, v2 with mask), NCHW, float32.
+//
+// The arguments follow torchvision's C++ schema: input (N, C, H, W),
+// weight (O, C/groups, kh, kw), offset (N, 2*offset_groups*kh*kw, oh, ow),
+// optional mask (N, offset_groups*kh*kw, oh, ow), optional bias (O).
+// offset holds (dy, dx) pairs: channel 2*(g*kh*kw + i*kw + j) is dy and the
+// next one dx for offset group g and kernel tap (i, j).  Samples outside the
+// input read zero through bilinear interpolation, as in torchvision and ONNX
+// DeformConv.  The output is (N, O, oh, ow).
+#pragma once
+
+#include <cstdint>
+
+#include "parallel.h"
+#include "shape.h"
+
+namespace customops {
+
+struct DeformConv2dParams {
+  int64_t batch, in_channels, height, width;
+  int64_t out_channels, kernel_h, kernel_w;
+  int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  int64_t groups, offset_groups;
+  int64_t out_h, out_w;
+};
+
+// Checks every shape and attribute (channel and group arithmetic, kernel size
+// against the padded input) and returns the resolved parameters; throws
+// std::invalid_argument naming the bad argument.  mask_shape and bias_shape
+// are null when absent.  stride, padding and dilation are (h, w) pairs.
+DeformConv2dParams deform_conv2d_check(
+    const Shape& input_shape, const Shape& weight_shape,
+    const Shape& offset_shape, const Shape* mask_shape, const Shape* bias_shape,
+    const Shape& stride, const Shape& padding, const Shape& dilation,
+    int64_t groups, int64_t offset_groups);
+
+// Writes output (batch, out_channels, out_h, out_w).  mask and bias may be
+// null.  Call deform_conv2d_check first.
+void deform_conv2d(const float* input, const float* weight, const float* offset,
+                   const float* mask, const float* bias,
+                   const DeformConv2dParams& p, float* output,
+                   const ParallelFor& parallel_for);
+
+}  // namespace customops

@@ -1,0 +1,38 @@
+// k-nearest-neighbour query over point clouds packed with offsets.
+//
+// Contract (identical in PyTorch and ONNX Runtime):
+//   xyz        float32 (n, 3)   points of b clouds stored one after another
+//   offset     int32   (b)      cumulative end index of each cloud in xyz
+//   new_xyz    float32 (m, 3)   query points, packed the same way
+//   new_offset int32   (b)      cumulative end index of each query cloud
+//   idx        int32   (m, nsample)  global row of the neighbour in xyz
+//   dist       float32 (m, nsample)  Euclidean distance (not squared)
+// A query searches only the cloud with the same position in the batch.
+// Neighbours are sorted by ascending distance, ties by smaller index.
+// Distances are compared in double precision, so the order matches
+// scipy.spatial.cKDTree on the same float32 points.  Where a cloud has fewer
+// than nsample points the rest of the row is idx = -1, dist = +inf.
+#pragma once
+
+#include <cstdint>
+
+#include "parallel.h"
+#include "shape.h"
+
+namespace customops {
+
+// Checks shapes, nsample and the offsets' values; throws
+// std::invalid_argument naming the bad argument.  new_xyz_shape and
+// new_offset (with new_offset_shape) are null when the queries are xyz.
+void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
+                     const int32_t* offset, const Shape* new_xyz_shape,
+                     const Shape* new_offset_shape, const int32_t* new_offset,
+                     int64_t nsample);
+
+// Fills idx and dist (m * nsample each).  Call knn_query_check first.
+void knn_query(const float* xyz, const int32_t* offset, int64_t n,
+               const float* new_xyz, const int32_t* new_offset, int64_t m,
+               int64_t b, int64_t nsample, int32_t* idx, float* dist,
+               const ParallelFor& parallel_for);
+
+}  // namespace customops

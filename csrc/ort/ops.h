@@ -1,0 +1,15 @@
+// The operators of the custom domain, one function per op file.
+#pragma once
+
+#include "ort_support.h"
+#define ORT_API_MANUAL_INIT
+#include <onnxruntime_lite_custom_op.h>
+#undef ORT_API_MANUAL_INIT
+
+namespace customops::ort {
+
+const OrtCustomOp* my_add_op();
+const OrtCustomOp* knn_query_op();
+const OrtCustomOp* deform_conv2d_op();
+
+}  // namespace customops::ort

@@ -1,0 +1,134 @@
+#include "ort_support.h"
+
+#include <algorithm>
+#include <new>
+#include <stdexcept>
+
+namespace customops::ort {
+
+OrtStatusPtr guarded(const std::function<void()>& fn) noexcept {
+  const OrtApi& api = Ort::GetApi();
+  try {
+    fn();
+    return nullptr;
+  } catch (const std::invalid_argument& error) {
+    return api.CreateStatus(ORT_INVALID_ARGUMENT, error.what());
+  } catch (const Ort::Exception& error) {
+    return api.CreateStatus(error.GetOrtErrorCode(), error.what());
+  } catch (const std::bad_alloc&) {
+    return api.CreateStatus(ORT_FAIL, "customops: out of memory");
+  } catch (const std::exception& error) {
+    return api.CreateStatus(ORT_FAIL, error.what());
+  } catch (...) {
+    return api.CreateStatus(ORT_FAIL, "customops: unknown error");
+  }
+}
+
+ParallelFor parallel_for_of(const Ort::KernelContext& context) {
+  return [context](int64_t n, int64_t grain,
+                   const std::function<void(int64_t, int64_t)>& body) {
+    if (n <= 0) return;
+    // Enough chunks to balance the pool's threads, few enough that each one
+    // amortises its scheduling; ORT picks the threads.
+    constexpr int64_t kMaxChunks = 64;
+    const int64_t chunks = std::min(kMaxChunks, (n + std::max<int64_t>(grain, 1) - 1) /
+                                                    std::max<int64_t>(grain, 1));
+    if (chunks <= 1) {
+      body(0, n);
+      return;
+    }
+    struct Job {
+      int64_t n, chunks;
+      const std::function<void(int64_t, int64_t)>* body;
+    } job{n, chunks, &body};
+    context.ParallelFor(
+        [](void* data, size_t i) {
+          const Job& j = *static_cast<const Job*>(data);
+          const int64_t chunk = static_cast<int64_t>(i);
+          (*j.body)(j.n * chunk / j.chunks, j.n * (chunk + 1) / j.chunks);
+        },
+        static_cast<size_t>(chunks), 0, &job);
+  };
+}
+
+std::optional<Ort::ConstValue> optional_input(const Ort::KernelContext& context, size_t index) {
+  if (index >= context.GetInputCount()) return std::nullopt;
+  Ort::ConstValue value = context.GetInput(index);
+  if (static_cast<const OrtValue*>(value) == nullptr) return std::nullopt;
+  return value;
+}
+
+Shape shape_of(const Ort::ConstValue& value) {
+  return value.GetTensorTypeAndShapeInfo().GetShape();
+}
+
+int64_t attribute_or(const Ort::ConstKernelInfo& info, const char* name, int64_t fallback) {
+  int64_t value = 0;
+  Ort::Status status{Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &value)};
+  return status.IsOK() ? value : fallback;
+}
+
+std::vector<int64_t> attribute_or(const Ort::ConstKernelInfo& info, const char* name,
+                                  std::vector<int64_t> fallback) {
+  size_t size = 0;
+  const OrtApi& api = Ort::GetApi();
+  Ort::Status probe{api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size)};
+  if (!probe.IsOK()) return fallback;
+  std::vector<int64_t> values(size);
+  Ort::ThrowOnError(api.KernelInfoGetAttributeArray_int64(info, name, values.data(), &size));
+  return values;
+}
+
+std::optional<Dims> ShapeInference::input(size_t index) const {
+  const OrtApi& api = Ort::GetApi();
+  size_t count = 0;
+  Ort::ThrowOnError(api.ShapeInferContext_GetInputCount(context_, &count));
+  if (index >= count) return std::nullopt;
+  OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
+  Ort::Status status{api.ShapeInferContext_GetInputTypeShape(context_, index, &info)};
+  if (!status.IsOK() || info == nullptr) return std::nullopt;
+  size_t rank = 0;
+  Ort::ThrowOnError(api.GetDimensionsCount(info, &rank));
+  std::vector<int64_t> values(rank);
+  std::vector<const char*> symbols(rank, nullptr);
+  Ort::ThrowOnError(api.GetDimensions(info, values.data(), rank));
+  Ort::ThrowOnError(api.GetSymbolicDimensions(info, symbols.data(), rank));
+  Dims dims(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    dims[i].value = values[i];
+    if (symbols[i] != nullptr) dims[i].symbol = symbols[i];
+  }
+  return dims;
+}
+
+int64_t ShapeInference::attribute(const char* name, int64_t fallback) const {
+  const OrtApi& api = Ort::GetApi();
+  const OrtOpAttr* attr = nullptr;
+  Ort::Status found{api.ShapeInferContext_GetAttribute(context_, name, &attr)};
+  if (!found.IsOK() || attr == nullptr) return fallback;
+  int64_t value = 0;
+  size_t size = 0;
+  Ort::Status read{api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &value, sizeof(value), &size)};
+  return read.IsOK() ? value : fallback;
+}
+
+void ShapeInference::set_output(size_t index, ONNXTensorElementDataType type,
+                                const Dims& dims) const {
+  std::vector<int64_t> values;
+  std::vector<const char*> symbols;
+  for (const Dim& dim : dims) {
+    values.push_back(dim.value);
+    symbols.push_back(dim.symbol.c_str());
+  }
+  Ort::TensorTypeAndShapeInfo info{nullptr};
+  const OrtApi& api = Ort::GetApi();
+  OrtTensorTypeAndShapeInfo* raw = nullptr;
+  Ort::ThrowOnError(api.CreateTensorTypeAndShapeInfo(&raw));
+  info = Ort::TensorTypeAndShapeInfo{raw};  // releases it on every path
+  Ort::ThrowOnError(api.SetTensorElementType(raw, type));
+  Ort::ThrowOnError(api.SetDimensions(raw, values.data(), values.size()));
+  Ort::ThrowOnError(api.SetSymbolicDimensions(raw, symbols.data(), symbols.size()));
+  Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(context_, index, raw));
+}
+
+}  // namespace customops::ort

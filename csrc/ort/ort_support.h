@@ -1,0 +1,118 @@
+// Helpers shared by the ONNX Runtime kernels in this folder: errors become an
+// OrtStatus (never an exception across the C boundary), the session's
+// intra-op thread pool becomes a customops::ParallelFor, and shape inference
+// reads optional inputs without tripping over absent ones.
+#pragma once
+
+#define ORT_API_MANUAL_INIT
+#include <onnxruntime_cxx_api.h>
+#undef ORT_API_MANUAL_INIT
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../kernels/parallel.h"
+#include "../kernels/shape.h"
+
+namespace customops::ort {
+
+// The ops' ONNX domain and version, as written by the exporters.
+inline constexpr const char* kDomain = "custom";
+inline constexpr int kOpsetVersion = 1;
+
+// Runs fn and converts any exception into an OrtStatus (nullptr = success):
+// argument errors become ORT_INVALID_ARGUMENT with the kernel's message.
+OrtStatusPtr guarded(const std::function<void()>& fn) noexcept;
+
+// A ParallelFor that runs on the session's intra-op thread pool.
+ParallelFor parallel_for_of(const Ort::KernelContext& context);
+
+// Input `index` of a kernel call, or nullopt when the node leaves that
+// optional input out (by omitting it or giving it an empty name).
+std::optional<Ort::ConstValue> optional_input(const Ort::KernelContext& context, size_t index);
+
+Shape shape_of(const Ort::ConstValue& value);
+
+// An int / ints attribute of a node, or `fallback` when the node has none.
+int64_t attribute_or(const Ort::ConstKernelInfo& info, const char* name, int64_t fallback);
+std::vector<int64_t> attribute_or(const Ort::ConstKernelInfo& info, const char* name,
+                                  std::vector<int64_t> fallback);
+
+// Shape inference in terms ORT's graph understands: a dimension is a number
+// or a symbol ("batch"), or unknown.
+struct Dim {
+  int64_t value = -1;  // -1: unknown or symbolic
+  std::string symbol;  // empty unless symbolic
+};
+using Dims = std::vector<Dim>;
+
+// Reads the shapes of a node's inputs (nullopt for absent inputs or unknown
+// rank) and sets its output types and shapes; everything it raises is turned
+// into an OrtStatus by the caller's guarded().
+class ShapeInference {
+ public:
+  explicit ShapeInference(OrtShapeInferContext* context) : context_(context) {}
+  std::optional<Dims> input(size_t index) const;
+  int64_t attribute(const char* name, int64_t fallback) const;
+  void set_output(size_t index, ONNXTensorElementDataType type, const Dims& dims) const;
+
+ private:
+  OrtShapeInferContext* context_;
+};
+
+}  // namespace customops::ort
+
+namespace customops::ort {
+
+// What the runtime needs to know about one input or output.
+struct IoSpec {
+  ONNXTensorElementDataType type;
+  bool optional;
+};
+
+// The classic (non-lite) custom-op API, for ops with optional inputs.
+//
+// ORT's lite API treats an optional input as present whenever its index is
+// below the node's input count, so a node that skips a middle input (mask
+// absent, bias present) makes it read a null value's shape and crash.  Here
+// each input is fetched from the kernel context and checked for null instead.
+//
+// Kernel provides: kName, kInputs[], kOutputs[] (IoSpec), a constructor from
+// Ort::ConstKernelInfo (reads attributes), void compute(Ort::KernelContext&)
+// and static void infer_shapes(const ShapeInference&).
+template <typename Kernel>
+struct StatusKernel {
+  Kernel kernel;
+  OrtStatusPtr ComputeV2(OrtKernelContext* context) {
+    return guarded([&] {
+      Ort::KernelContext ctx(context);
+      kernel.compute(ctx);
+    });
+  }
+};
+
+template <typename Kernel>
+struct ClassicOp : Ort::CustomOpBase<ClassicOp<Kernel>, StatusKernel<Kernel>, true> {
+  ClassicOp() {
+    // Set after the base constructor, which leaves shape inference empty.
+    this->InferOutputShapeFn = [](const OrtCustomOp*, OrtShapeInferContext* context) {
+      return guarded([&] { Kernel::infer_shapes(ShapeInference(context)); });
+    };
+  }
+  const char* GetName() const { return Kernel::kName; }
+  size_t GetInputTypeCount() const { return std::size(Kernel::kInputs); }
+  ONNXTensorElementDataType GetInputType(size_t i) const { return Kernel::kInputs[i].type; }
+  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
+    return Kernel::kInputs[i].optional ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
+  }
+  size_t GetOutputTypeCount() const { return std::size(Kernel::kOutputs); }
+  ONNXTensorElementDataType GetOutputType(size_t i) const { return Kernel::kOutputs[i].type; }
+  OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const {
+    return guarded([&] {
+      *kernel = new StatusKernel<Kernel>{Kernel(Ort::ConstKernelInfo(info))};
+    });
+  }
+};
+
+}  // namespace customops::ort

@@ -1,0 +1,69 @@
+"""Symbolic functions (符号函数) for the TorchScript exporter (dynamo=False).
+
+The TorchScript exporter walks the traced graph and, for every node, calls
+the symbolic function registered for its kind; the function adds ONNX nodes
+to ``g`` and returns their outputs.  ``register()`` installs one for each
+``customops::`` operator; ``KNNQuery.symbolic`` reuses ``knn_query_node``.
+
+torch 2.9+ warns that this exporter and ``register_custom_op_symbolic`` are
+deprecated; both still work in the pinned torch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.onnx import register_custom_op_symbolic
+from torch.onnx.symbolic_helper import _is_none, parse_args
+
+DOMAIN = "custom"
+
+
+def _present(*values):
+    """Optional inputs that were given; an absent one in the middle becomes
+    an empty input (ONNX's way of skipping it), absent ones at the end go."""
+    values = list(values)
+    while values and (values[-1] is None or _is_none(values[-1])):
+        values.pop()
+    return values
+
+
+def knn_query_node(g, nsample, xyz, offset, new_xyz=None, new_offset=None):
+    """custom::knnquery with nsample as an attribute and fully typed outputs."""
+    inputs = [xyz, offset, *_present(new_xyz, new_offset)]
+    idx, dist = g.op(f"{DOMAIN}::knnquery", *inputs, nsample_i=nsample, outputs=2)
+    queries = new_xyz if new_xyz is not None and not _is_none(new_xyz) else xyz
+    m = queries.type().sizes()[0] if queries.type().sizes() else None
+    idx.setType(xyz.type().with_dtype(torch.int32).with_sizes([m, nsample]))
+    dist.setType(xyz.type().with_dtype(torch.float32).with_sizes([m, nsample]))
+    return idx, dist
+
+
+@parse_args("v", "v")
+def my_add_symbolic(g, a, b):
+    return g.op(f"{DOMAIN}::my_add", a, b).setType(a.type())
+
+
+@parse_args("i", "v", "v", "v", "v")
+def knn_query_symbolic(g, nsample, xyz, offset, new_xyz, new_offset):
+    return knn_query_node(g, nsample, xyz, offset, new_xyz, new_offset)
+
+
+@parse_args("v", "v", "v", "v", "v", "is", "is", "is", "i", "i")
+def deform_conv2d_symbolic(g, input, weight, offset, mask, bias, stride, padding, dilation,
+                           groups, offset_groups):
+    inputs = [input, weight, offset]
+    optional = _present(mask, bias)
+    for value in optional:
+        inputs.append(g.op("prim::Constant") if _is_none(value) else value)  # "" input
+    return g.op(
+        f"{DOMAIN}::deform_conv2d", *inputs,
+        stride_i=stride, padding_i=padding, dilation_i=dilation,
+        groups_i=groups, offset_groups_i=offset_groups,
+    )
+
+
+def register(opset_version: int = 9) -> None:
+    """Register the symbolic of every customops:: operator (idempotent)."""
+    register_custom_op_symbolic("customops::my_add", my_add_symbolic, opset_version)
+    register_custom_op_symbolic("customops::knn_query", knn_query_symbolic, opset_version)
+    register_custom_op_symbolic("customops::deform_conv2d", deform_conv2d_symbolic, opset_version)

@@ -1,0 +1,112 @@
+"""Export -> check -> run in ONNX Runtime -> compare with PyTorch, in one call.
+
+    from customops.verify import verify
+    onnx_model = verify(model, (x, offset), dynamo=False)   # TorchScript exporter
+    onnx_model = verify(model, (x, offset), dynamo=True)    # torch.export exporter
+
+Both exporters get what they need for the custom operators: the TorchScript
+exporter the symbolic functions of ``customops.symbolic``, the new one the
+translation table of ``customops.translations``.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import torch
+
+from . import ort, symbolic, translations
+
+DEFAULT_OPSET = 18
+
+
+def export(model, args, *, dynamo: bool, opset_version: int = DEFAULT_OPSET,
+           quiet: bool = True, **kwargs) -> onnx.ModelProto:
+    """torch.onnx.export to memory; returns the ONNX model.
+
+    kwargs go to torch.onnx.export (input_names, output_names, dynamic_axes
+    or dynamic_shapes, custom_opsets, ...).  ``quiet`` hides the exporters'
+    deprecation warnings and progress lines, which the notebooks discuss once
+    instead of on every call.
+    """
+    args = args if isinstance(args, tuple) else (args,)
+    if dynamo:
+        table = {**translations.TABLE, **kwargs.pop("custom_translation_table", {})}
+        kwargs.update(custom_translation_table=table, verbose=not quiet)
+    else:
+        symbolic.register()
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore")
+        if dynamo:
+            program = torch.onnx.export(model, args, dynamo=True,
+                                        opset_version=opset_version, **kwargs)
+            return program.model_proto
+        buffer = io.BytesIO()
+        torch.onnx.export(model, args, buffer, dynamo=False, opset_version=opset_version,
+                          **kwargs)
+        return onnx.load_from_string(buffer.getvalue())
+
+
+def _numpy(values):
+    if isinstance(values, torch.Tensor):
+        return [values.detach().numpy()]
+    return [v.detach().numpy() for v in values]
+
+
+@dataclass
+class Comparison:
+    """Largest absolute difference between ORT and torch, per output."""
+
+    max_abs_diff: list[float]
+
+    def __str__(self):
+        return ", ".join(f"{d:.3g}" for d in self.max_abs_diff)
+
+
+def compare(onnx_model: onnx.ModelProto, model, args, rtol=1e-5, atol=1e-6, session=None):
+    """Runs ``args`` through torch and through ORT (with the custom-op
+    library) and asserts equal outputs: integers exactly, floats within
+    rtol/atol.  Returns the differences."""
+    args = args if isinstance(args, tuple) else (args,)
+    session = session or ort.session(onnx_model)
+    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    got = session.run(None, feeds)
+    with torch.no_grad():
+        expected = _numpy(model(*args))
+    assert len(got) == len(expected), f"ORT gave {len(got)} outputs, torch {len(expected)}"
+    diffs = []
+    for name, g, e in zip((o.name for o in session.get_outputs()), got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype, (
+            f"{name}: ORT {g.dtype}{list(g.shape)} vs torch {e.dtype}{list(e.shape)}")
+        if np.issubdtype(e.dtype, np.integer):
+            np.testing.assert_array_equal(g, e, err_msg=name)
+        else:
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=name)
+        finite = np.isfinite(e)
+        diff = np.abs(g.astype(np.float64) - e)[finite]
+        diffs.append(float(diff.max()) if diff.size else 0.0)
+    return Comparison(diffs)
+
+
+def verify(model, args, *, dynamo: bool, more_args=(), rtol=1e-5, atol=1e-6,
+           verbose=True, **export_kwargs) -> onnx.ModelProto:
+    """Export, ``onnx.checker.check_model(full_check=True)``, then compare
+    ORT with torch on ``args`` and on every input tuple in ``more_args``
+    (export with dynamic shapes for those of other sizes)."""
+    onnx_model = export(model, args, dynamo=dynamo, **export_kwargs)
+    onnx.checker.check_model(onnx_model, full_check=True)
+    session = ort.session(onnx_model)
+    results = [compare(onnx_model, model, a, rtol, atol, session) for a in (args, *more_args)]
+    if verbose:
+        exporter = "torch.export (dynamo=True)" if dynamo else "TorchScript (dynamo=False)"
+        ops = sorted({f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in onnx_model.graph.node})
+        worst = [max(r.max_abs_diff[i] for r in results) for i in range(len(results[0].max_abs_diff))]
+        print(f"{exporter}: nodes {', '.join(ops)}; checker ok; ORT == torch on "
+              f"{len(results)} input set(s), max |diff| per output: "
+              f"{', '.join(f'{d:.3g}' for d in worst)}")
+    return onnx_model
