@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import torch
 from torch.onnx import register_custom_op_symbolic
-from torch.onnx.symbolic_helper import _is_none, parse_args
+from torch.onnx.symbolic_helper import (
+    _is_none,
+    _optional_input_placeholder_tensor,
+    parse_args,
+)
 
 DOMAIN = "custom"
 
@@ -54,7 +58,8 @@ def deform_conv2d_symbolic(g, input, weight, offset, mask, bias, stride, padding
     inputs = [input, weight, offset]
     optional = _present(mask, bias)
     for value in optional:
-        inputs.append(g.op("prim::Constant") if _is_none(value) else value)  # "" input
+        # An absent input before a present one is written as "" in ONNX.
+        inputs.append(_optional_input_placeholder_tensor(g) if _is_none(value) else value)
     return g.op(
         f"{DOMAIN}::deform_conv2d", *inputs,
         stride_i=stride, padding_i=padding, dilation_i=dilation,

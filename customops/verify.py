@@ -88,7 +88,7 @@ def compare(onnx_model: onnx.ModelProto, model, args, rtol=1e-5, atol=1e-6, sess
         else:
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=name)
         finite = np.isfinite(e)
-        diff = np.abs(g.astype(np.float64) - e)[finite]
+        diff = np.abs(g[finite].astype(np.float64) - e[finite])
         diffs.append(float(diff.max()) if diff.size else 0.0)
     return Comparison(diffs)
 

@@ -16,16 +16,28 @@ Ort::Status compute(OrtKernelContext* context, const Ort::Custom::Tensor<float>&
   }));
 }
 
-// The output has the shape of a.
-Ort::Status infer_shapes(Ort::ShapeInferContext& context) {
-  return context.SetOutputShape(0, context.GetInputShape(0));
+// The output has the shape of a.  Written against the raw context rather
+// than the lite API's ShapeInferContext::SetOutputShape, which encodes
+// symbolic dimensions as -2: ORT 1.31 then drops the whole shape (measured:
+// a (n, 3) input gave an output of unknown shape).
+OrtStatusPtr infer_shapes(const OrtCustomOp*, OrtShapeInferContext* context) {
+  return guarded([&] {
+    const ShapeInference shapes(context);
+    if (const auto a = shapes.input(0)) shapes.set_output(0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, *a);
+  });
+}
+
+std::unique_ptr<Ort::Custom::OrtLiteCustomOp> make_op() {
+  std::unique_ptr<Ort::Custom::OrtLiteCustomOp> op{
+      Ort::Custom::CreateLiteCustomOp("my_add", "CPUExecutionProvider", compute)};
+  op->InferOutputShapeFn = infer_shapes;
+  return op;
 }
 
 }  // namespace
 
 const OrtCustomOp* my_add_op() {
-  static const std::unique_ptr<Ort::Custom::OrtLiteCustomOp> op{
-      Ort::Custom::CreateLiteCustomOp("my_add", "CPUExecutionProvider", compute, infer_shapes)};
+  static const std::unique_ptr<Ort::Custom::OrtLiteCustomOp> op = make_op();
   return op.get();
 }
 

@@ -1,0 +1,14 @@
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture
+def rng(request):
+    # One stream per test, stable across runs and test selection.
+    return np.random.default_rng(zlib.crc32(request.node.name.encode()))
