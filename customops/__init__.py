@@ -18,8 +18,10 @@ _LAZY = {
     "knn_query": "ops",
     "KNNQuery": "ops",
     "deform_conv2d": "ops",
-    "MyAdd": "ops",
 }
+
+# submodules, importable as attributes: customops.ort, customops.verify, ...
+_SUBMODULES = {"graph", "native", "ops", "ort", "symbolic", "translations", "verify"}
 
 __all__ = sorted(_LAZY)
 
@@ -27,4 +29,6 @@ __all__ = sorted(_LAZY)
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -71,9 +71,15 @@ def netron_view(model, name: str = "model.onnx", height: int = 500):
         onnx.save(model, path)
     else:
         path = Path(os.fspath(model))
-    # Netron logs "Serving <absolute path>"; the line below says it shorter.
-    logging.getLogger("netron.server").setLevel(logging.WARNING)
-    host, port = netron.start(str(path), address=("localhost", 0), browse=False)
+    # netron.start calls logging.basicConfig(level=INFO) when the root logger
+    # has no handler, which would turn on every library's INFO messages for
+    # the rest of the session.  A temporary handler keeps it from doing so.
+    root, quiet = logging.getLogger(), logging.NullHandler()
+    root.addHandler(quiet)
+    try:
+        host, port = netron.start(str(path), address=("localhost", 0), browse=False)
+    finally:
+        root.removeHandler(quiet)
     url = f"http://{host}:{port}"
     print(f"Netron is showing {path.name} at {url}")
     return IFrame(url, width="100%", height=height)

@@ -36,10 +36,15 @@ def knn_query_node(g, nsample, xyz, offset, new_xyz=None, new_offset=None):
     inputs = [xyz, offset, *_present(new_xyz, new_offset)]
     idx, dist = g.op(f"{DOMAIN}::knnquery", *inputs, nsample_i=nsample, outputs=2)
     queries = new_xyz if new_xyz is not None and not _is_none(new_xyz) else xyz
-    m = queries.type().sizes()[0] if queries.type().sizes() else None
+    m = _size(queries, 0)
     idx.setType(xyz.type().with_dtype(torch.int32).with_sizes([m, nsample]))
     dist.setType(xyz.type().with_dtype(torch.float32).with_sizes([m, nsample]))
     return idx, dist
+
+
+def _size(value, dim):
+    sizes = value.type().sizes() if value.type().kind() == "TensorType" else None
+    return sizes[dim] if sizes and len(sizes) > dim else None
 
 
 @parse_args("v", "v")
@@ -60,11 +65,14 @@ def deform_conv2d_symbolic(g, input, weight, offset, mask, bias, stride, padding
     for value in optional:
         # An absent input before a present one is written as "" in ONNX.
         inputs.append(_optional_input_placeholder_tensor(g) if _is_none(value) else value)
-    return g.op(
+    output = g.op(
         f"{DOMAIN}::deform_conv2d", *inputs,
         stride_i=stride, padding_i=padding, dilation_i=dilation,
         groups_i=groups, offset_groups_i=offset_groups,
     )
+    # (N, O, oh, ow): typed, so the exporter has no unknown output to warn about.
+    sizes = [_size(input, 0), _size(weight, 0), _size(offset, 2), _size(offset, 3)]
+    return output.setType(input.type().with_sizes(sizes))
 
 
 def register(opset_version: int = 9) -> None:

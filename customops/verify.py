@@ -11,6 +11,7 @@ translation table of ``customops.translations``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import warnings
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import onnx
 import torch
 
 from . import ort, symbolic, translations
+from .native import native_output
 
 DEFAULT_OPSET = 18
 
@@ -30,8 +32,8 @@ def export(model, args, *, dynamo: bool, opset_version: int = DEFAULT_OPSET,
 
     kwargs go to torch.onnx.export (input_names, output_names, dynamic_axes
     or dynamic_shapes, custom_opsets, ...).  ``quiet`` hides the exporters'
-    deprecation warnings and progress lines, which the notebooks discuss once
-    instead of on every call.
+    deprecation warnings, progress lines and what their C++ side prints,
+    which the notebooks discuss once instead of on every call.
     """
     args = args if isinstance(args, tuple) else (args,)
     if dynamo:
@@ -39,7 +41,7 @@ def export(model, args, *, dynamo: bool, opset_version: int = DEFAULT_OPSET,
         kwargs.update(custom_translation_table=table, verbose=not quiet)
     else:
         symbolic.register()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), (native_output() if quiet else contextlib.nullcontext()):
         if quiet:
             warnings.simplefilter("ignore")
         if dynamo:

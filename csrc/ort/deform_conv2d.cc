@@ -55,8 +55,8 @@ struct DeformConv2d {
 
 }  // namespace
 
-const OrtCustomOp* deform_conv2d_op() {
-  static const ClassicOp<DeformConv2d> op;
+OrtCustomOp* deform_conv2d_op() {
+  static ClassicOp<DeformConv2d> op;
   return &op;
 }
 

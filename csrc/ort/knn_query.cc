@@ -60,8 +60,8 @@ struct KnnQuery {
 
 }  // namespace
 
-const OrtCustomOp* knn_query_op() {
-  static const ClassicOp<KnnQuery> op;
+OrtCustomOp* knn_query_op() {
+  static ClassicOp<KnnQuery> op;
   return &op;
 }
 

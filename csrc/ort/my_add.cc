@@ -36,7 +36,7 @@ std::unique_ptr<Ort::Custom::OrtLiteCustomOp> make_op() {
 
 }  // namespace
 
-const OrtCustomOp* my_add_op() {
+OrtCustomOp* my_add_op() {
   static const std::unique_ptr<Ort::Custom::OrtLiteCustomOp> op = make_op();
   return op.get();
 }

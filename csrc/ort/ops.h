@@ -8,8 +8,8 @@
 
 namespace customops::ort {
 
-const OrtCustomOp* my_add_op();
-const OrtCustomOp* knn_query_op();
-const OrtCustomOp* deform_conv2d_op();
+OrtCustomOp* my_add_op();
+OrtCustomOp* knn_query_op();
+OrtCustomOp* deform_conv2d_op();
 
 }  // namespace customops::ort

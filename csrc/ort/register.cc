@@ -10,8 +10,13 @@
 namespace customops::ort {
 namespace {
 
-// Needs KernelContext_ParallelFor, KernelComputeV2 and InferOutputShapeFn.
-constexpr int kMinApiVersion = 17;
+// The oldest runtime this library works with, measured:
+// - the C++ wrappers call OrtApi functions up to 1.23 (GetTensorData); on an
+//   older runtime they would call past the end of its shorter OrtApi
+//   (1.20 read null data, 1.17 crashed);
+// - 1.23 crashes in shape inference when a node skips a middle optional
+//   input (deform_conv2d with bias but no mask); 1.24 does not.
+constexpr int kMinApiVersion = 24;
 
 // ORT's API version is its minor version ("1.31.1" -> 31).
 int runtime_api_version(const OrtApiBase* base) {
@@ -22,12 +27,16 @@ int runtime_api_version(const OrtApiBase* base) {
 
 // One domain for the process, shared by every session that loads the
 // library.  It is never freed: sessions may outlive any static destructor.
-OrtCustomOpDomain* domain() {
-  static OrtCustomOpDomain* shared = [] {
+OrtCustomOpDomain* domain(int api_version) {
+  static OrtCustomOpDomain* shared = [api_version] {
     Ort::CustomOpDomain d(kDomain);
-    d.Add(my_add_op());
-    d.Add(knn_query_op());
-    d.Add(deform_conv2d_op());
+    for (OrtCustomOp* op : {my_add_op(), knn_query_op(), deform_conv2d_op()}) {
+      // The op structs claim the headers' API version; a runtime older than
+      // that refuses them ("Unsupported version '29' in custom op", measured
+      // with onnxruntime 1.17-1.23).  Claim the version we negotiated.
+      op->version = api_version;
+      d.Add(op);
+    }
     return d.release();
   }();
   return shared;
@@ -41,14 +50,15 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   using namespace customops::ort;
   const int runtime = runtime_api_version(api_base);
   if (runtime < kMinApiVersion) {
-    const std::string message = "customops needs onnxruntime >= 1.17, this is " +
+    const std::string message = "customops needs onnxruntime >= 1.24, this is " +
                                 std::string(api_base->GetVersionString());
     return api_base->GetApi(1)->CreateStatus(ORT_FAIL, message.c_str());  // v1 always exists
   }
   // Ask for the runtime's own API version, capped at the headers' one, so the
   // library also loads into runtimes older than the headers.
-  const OrtApi* api = api_base->GetApi(std::min(runtime, ORT_API_VERSION));
+  const int version = std::min(runtime, ORT_API_VERSION);
+  const OrtApi* api = api_base->GetApi(version);
   static std::once_flag init;
   std::call_once(init, [api] { Ort::InitApi(api); });
-  return guarded([options] { Ort::UnownedSessionOptions(options).Add(domain()); });
+  return guarded([&] { Ort::UnownedSessionOptions(options).Add(domain(version)); });
 }
