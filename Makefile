@@ -8,7 +8,11 @@ DEPS   := $(VENV)/.deps-installed
 BUILT  := $(VENV)/.package-built
 SOURCES := setup.py pyproject.toml tools/ort_headers.py $(shell find csrc -type f)
 
-.PHONY: setup lab test notebooks clean
+# Browser tests drive Debian's Chromium (never a downloaded browser).
+CHROMIUM := /usr/bin/chromium
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup lab test notebooks bench sanitize clean
 
 setup: $(BUILT)
 
@@ -28,8 +32,20 @@ $(BUILT): $(DEPS) $(SOURCES)
 lab: setup
 	$(VENV)/bin/jupyter lab --no-browser --notebook-dir=notebooks
 
-test: setup
+test: setup $(CHROMIUM)
 	$(PY) -m pytest
+
+$(CHROMIUM):
+	$(SUDO) apt-get update
+	$(SUDO) apt-get install -y --no-install-recommends chromium
+
+# Speed of the kernels against their references, side by side (see bench/).
+bench: setup
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+# Kernels and bindings rebuilt with AddressSanitizer + UBSan, tests run under them.
+sanitize: $(DEPS)
+	bash tools/sanitize.sh
 
 # Re-executes every notebook in place, to refresh the committed outputs.
 notebooks: setup
