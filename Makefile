@@ -11,6 +11,8 @@ SOURCES := setup.py pyproject.toml tools/ort_headers.py $(shell find csrc -type 
 # Browser tests drive Debian's Chromium (never a downloaded browser).
 CHROMIUM := /usr/bin/chromium
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# JupyterLab refuses to run as root unless told (containers often are root).
+LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .PHONY: setup lab test notebooks bench sanitize clean
 
@@ -30,7 +32,7 @@ $(BUILT): $(DEPS) $(SOURCES)
 	touch $@
 
 lab: setup
-	$(VENV)/bin/jupyter lab --no-browser --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --no-browser $(LAB_ROOT) --notebook-dir=notebooks
 
 test: setup $(CHROMIUM)
 	$(PY) -m pytest
