@@ -1,0 +1,129 @@
+// Exact k-nearest neighbours with one bounding-box tree per cloud.
+//
+// Every call brings fresh points, so the index is rebuilt each time and must
+// be cheap to build, yet the search must stay fast on clustered clouds, where
+// a uniform grid degrades into a few overfull cells.  Sorting each cloud
+// along a Morton curve (a radix sort, O(n)) and cutting that order at Morton
+// cell boundaries into a tree of bounding boxes gives both: building is a few
+// linear passes, and the boxes follow the points' density (knn_tree.h).
+// Queries are visited in the same Morton order, so consecutive queries touch
+// the same tree nodes.  Measured at k = 16, build + query take 0.2-0.55 of
+// the time of scipy.spatial.cKDTree build + query on the same threads.
+#include "knn_query.h"
+
+#include <vector>
+
+#include "knn_morton.h"
+#include "knn_nearest.h"
+#include "knn_tree.h"
+
+namespace customops {
+namespace {
+
+constexpr const char* kOp = "knn_query";
+
+// Larger nsample is refused before the caller allocates (m, nsample)
+// outputs; neighbourhoods in point-cloud networks use tens of points.
+constexpr int64_t kMaxNsample = 65536;
+
+// Checks that values[0..count) are >= 0, never decrease, and end at total.
+void check_offsets(const char* name, const int32_t* values, int64_t count,
+                   int64_t total, const char* total_name) {
+  check(values != nullptr, kOp, name, " has no data");
+  check(values[0] >= 0, kOp, name, " must be non-negative, got ", name,
+        "[0] = ", values[0]);
+  for (int64_t i = 1; i < count; ++i) {
+    check(values[i] >= values[i - 1], kOp, name, " must be non-decreasing, got ",
+          name, "[", i, "] = ", values[i], " < ", name, "[", i - 1,
+          "] = ", values[i - 1]);
+  }
+  check(values[count - 1] == total, kOp, "the last value of ", name,
+        " must equal ", total_name, " = ", total, ", got ", values[count - 1]);
+}
+
+bool is_points_shape(const Shape& shape) {
+  return shape.size() == 2 && shape[0] >= 0 && shape[1] == 3;
+}
+
+// Answers every query, visiting each cloud's queries in Morton order so
+// that consecutive searches walk the same tree nodes.
+template <typename Nearest>
+void answer_queries(const knn::Forest& forest, const float* new_xyz,
+                    const int32_t* new_offset, int64_t m, int64_t b,
+                    int64_t nsample, int32_t* idx, float* dist,
+                    const ParallelFor& parallel_for) {
+  std::vector<knn::Frame> frames(b);
+  for (int64_t c = 0; c < b; ++c) frames[c] = forest.trees[c].frame;
+  const std::vector<int32_t> rows =
+      knn::morton_order(new_xyz, new_offset, b, frames, parallel_for).rows;
+
+  // A query costs about a microsecond; ranges of this many amortise the
+  // per-range scratch and the cloud lookup.
+  constexpr int64_t kGrain = 256;
+  parallel_for(m, kGrain, [&](int64_t begin, int64_t end) {
+    Nearest nearest(nsample);
+    knn::for_each_cloud_part(
+        new_offset, b, begin, end, [&](int64_t c, int64_t lo, int64_t hi) {
+          const knn::Tree& tree = forest.trees[c];
+          for (int64_t i = lo; i < hi; ++i) {
+            const int64_t row = rows[i];
+            nearest.reset();
+            if (tree.count > 0) {
+              const double q[3] = {new_xyz[3 * row], new_xyz[3 * row + 1],
+                                   new_xyz[3 * row + 2]};
+              knn::TreeSearch<Nearest>(forest, tree, q, nearest);
+            }
+            nearest.write(idx + row * nsample, dist + row * nsample);
+          }
+        });
+  });
+}
+
+}  // namespace
+
+void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
+                     const int32_t* offset, const Shape* new_xyz_shape,
+                     const Shape* new_offset_shape, const int32_t* new_offset,
+                     int64_t nsample) {
+  check(is_points_shape(xyz_shape), kOp, "xyz must have shape (n, 3), got ",
+        to_string(xyz_shape));
+  check(offset_shape.size() == 1 && offset_shape[0] >= 1, kOp,
+        "offset must be 1-D with at least one element, got shape ",
+        to_string(offset_shape));
+  check((new_xyz_shape == nullptr) == (new_offset_shape == nullptr), kOp,
+        "new_xyz and new_offset must be given together");
+  if (new_xyz_shape != nullptr) {
+    check(is_points_shape(*new_xyz_shape), kOp,
+          "new_xyz must have shape (m, 3), got ", to_string(*new_xyz_shape));
+    check(*new_offset_shape == offset_shape, kOp,
+          "new_offset must have the shape of offset ", to_string(offset_shape),
+          ", got ", to_string(*new_offset_shape));
+  }
+  check(nsample >= 1, kOp, "nsample must be at least 1, got ", nsample);
+  check(nsample <= kMaxNsample, kOp, "nsample must be at most ", kMaxNsample,
+        ", got ", nsample);
+
+  const int64_t b = offset_shape[0];
+  check_offsets("offset", offset, b, xyz_shape[0], "the number of points n");
+  if (new_xyz_shape != nullptr) {
+    check_offsets("new_offset", new_offset, b, (*new_xyz_shape)[0],
+                  "the number of queries m");
+  }
+}
+
+void knn_query(const float* xyz, const int32_t* offset, int64_t n,
+               const float* new_xyz, const int32_t* new_offset, int64_t m,
+               int64_t b, int64_t nsample, int32_t* idx, float* dist,
+               const ParallelFor& parallel_for) {
+  if (m == 0) return;
+  const knn::Forest forest = knn::build_forest(xyz, offset, n, b, parallel_for);
+  if (nsample <= knn::SortedNearest::kMaxK) {
+    answer_queries<knn::SortedNearest>(forest, new_xyz, new_offset, m, b,
+                                       nsample, idx, dist, parallel_for);
+  } else {
+    answer_queries<knn::HeapNearest>(forest, new_xyz, new_offset, m, b,
+                                     nsample, idx, dist, parallel_for);
+  }
+}
+
+}  // namespace customops

@@ -1,0 +1,300 @@
+// Private to knn_query.cpp: one bounding-box tree per cloud and the exact
+// k-nearest search over it.
+//
+// A cloud's points are stored in Morton order (knn_morton.h).  A node covers
+// a run of that order and splits it where the highest Morton bit that
+// differs inside the run flips, i.e. at the middle of its cell along one
+// axis.  A long run of equal codes is first re-sorted on a grid of its own
+// box, and split in the middle if its points all coincide.  Every subtree is
+// thus a compact region however the density varies.  Each node holds the bounding
+// boxes of its two children, so one cache line decides where to descend, and
+// the search prunes with true box distances.  Leaves are runs of at most
+// kLeafSize points, scanned linearly.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "knn_morton.h"
+#include "knn_nearest.h"
+#include "parallel.h"
+
+namespace customops {
+namespace knn {
+
+// Scanning a point is much cheaper than visiting a node (a likely branch
+// miss), so leaves are fairly long.
+constexpr int32_t kLeafSize = 32;
+
+// Points of all clouds in tree order, one array per field so that leaf
+// scans vectorise.
+struct Points {
+  std::vector<float> x, y, z;
+  std::vector<int32_t> id;  // global row in xyz
+};
+
+// A subtree as its parent sees it.
+struct Child {
+  float lo[3], hi[3];  // bounding box of its points
+  int32_t min_id;      // smallest global row in it
+  int32_t ref;         // >= 0: a node; < 0: leaf ~ref
+};
+
+struct alignas(64) Node {
+  float lo[2][3], hi[2][3];  // the children's boxes
+  int32_t min_id[2];
+  int32_t ref[2];
+};
+
+struct Tree {
+  int64_t begin = 0;  // the cloud's first position in Points
+  int64_t count = 0;  // points in the cloud
+  Frame frame;        // Morton frame, reused to order the queries
+  int32_t root = 0;   // a Child::ref
+  std::vector<Node> nodes;
+  std::vector<int32_t> leaf_begin;  // leaf j is [leaf_begin[j], [j + 1])
+};
+
+struct Forest {
+  Points points;
+  std::vector<Tree> trees;
+};
+
+// Where run [begin, end) of sorted codes splits: at the first code with the
+// highest differing bit set, or in the middle if all codes are equal.
+inline int32_t split_of(const uint64_t* codes, int32_t begin, int32_t end) {
+  const uint64_t differ = codes[begin] ^ codes[end - 1];
+  if (differ == 0) return begin + (end - begin) / 2;
+  uint64_t bit = uint64_t{1} << 63;
+  while (!(differ & bit)) bit >>= 1;
+  return static_cast<int32_t>(
+      std::partition_point(codes + begin, codes + end,
+                           [bit](uint64_t code) { return !(code & bit); }) -
+      codes);
+}
+
+// Builds one cloud's tree over positions [0, tree.count) of its points.
+class TreeBuilder {
+ public:
+  TreeBuilder(Points& points, uint64_t* codes, Tree& tree)
+      : x_(points.x.data() + tree.begin),
+        y_(points.y.data() + tree.begin),
+        z_(points.z.data() + tree.begin),
+        id_(points.id.data() + tree.begin),
+        codes_(codes + tree.begin),
+        tree_(tree) {
+    tree.nodes.reserve(tree.count / kLeafSize * 2);
+    tree.root = build(0, static_cast<int32_t>(tree.count)).ref;
+    tree.leaf_begin.push_back(static_cast<int32_t>(tree.count));
+  }
+
+ private:
+  Child build(int32_t begin, int32_t end) {
+    if (end - begin <= kLeafSize) return leaf(begin, end);
+    if (codes_[begin] == codes_[end - 1]) refine(begin, end);
+    const int32_t self = static_cast<int32_t>(tree_.nodes.size());
+    tree_.nodes.emplace_back();
+    const int32_t mid = split_of(codes_, begin, end);
+    const Child children[2] = {build(begin, mid), build(mid, end)};
+    Child merged = children[0];
+    merged.ref = self;
+    Node& node = tree_.nodes[self];
+    for (int side = 0; side < 2; ++side) {
+      const Child& child = children[side];
+      for (int d = 0; d < 3; ++d) {
+        node.lo[side][d] = child.lo[d];
+        node.hi[side][d] = child.hi[d];
+        merged.lo[d] = std::min(merged.lo[d], child.lo[d]);
+        merged.hi[d] = std::max(merged.hi[d], child.hi[d]);
+      }
+      node.min_id[side] = child.min_id;
+      node.ref[side] = child.ref;
+      merged.min_id = std::min(merged.min_id, child.min_id);
+    }
+    return merged;
+  }
+
+  // A long run in one grid cell (a dense cluster far smaller than the cloud,
+  // say beside a distant outlier) would otherwise split by position in the
+  // order only.  Re-sort it on a grid spanning just its own box; that stays
+  // stable, so exact duplicates keep row order.  Flat runs (all points
+  // equal) are left as they are.
+  void refine(int32_t begin, int32_t end) {
+    const auto point_at = [this](int64_t i) {
+      return std::array<float, 3>{x_[i], y_[i], z_[i]};
+    };
+    const Frame frame = frame_of(begin, end, point_at);
+    if (frame.flat()) return;
+    const int32_t count = end - begin;
+    std::vector<int32_t> order(count);
+    for (int32_t i = 0; i < count; ++i) {
+      codes_[begin + i] = morton_code(frame, point_at(begin + i));
+      order[i] = i;
+    }
+    radix_sort(codes_ + begin, order.data(), count);
+    permute(x_ + begin, order);
+    permute(y_ + begin, order);
+    permute(z_ + begin, order);
+    permute(id_ + begin, order);
+  }
+
+  template <typename T>
+  static void permute(T* values, const std::vector<int32_t>& order) {
+    const std::vector<T> old(values, values + order.size());
+    for (size_t i = 0; i < order.size(); ++i) values[i] = old[order[i]];
+  }
+
+  Child leaf(int32_t begin, int32_t end) {
+    Child leaf{{x_[begin], y_[begin], z_[begin]},
+               {x_[begin], y_[begin], z_[begin]},
+               id_[begin],
+               ~static_cast<int32_t>(tree_.leaf_begin.size())};
+    tree_.leaf_begin.push_back(begin);
+    for (int32_t i = begin + 1; i < end; ++i) {
+      const float p[3] = {x_[i], y_[i], z_[i]};
+      for (int d = 0; d < 3; ++d) {
+        leaf.lo[d] = std::min(leaf.lo[d], p[d]);
+        leaf.hi[d] = std::max(leaf.hi[d], p[d]);
+      }
+      leaf.min_id = std::min(leaf.min_id, id_[i]);
+    }
+    return leaf;
+  }
+
+  float *x_, *y_, *z_;
+  int32_t* id_;
+  uint64_t* codes_;
+  Tree& tree_;
+};
+
+// Builds one tree per cloud of xyz, cloud c being rows
+// [offset[c-1], offset[c]).
+inline Forest build_forest(const float* xyz, const int32_t* offset, int64_t n,
+                           int64_t b, const ParallelFor& parallel_for) {
+  Forest forest;
+  forest.trees.resize(b);
+  std::vector<Frame> frames(b);
+  parallel_for(b, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      Tree& tree = forest.trees[c];
+      tree.begin = c == 0 ? 0 : offset[c - 1];
+      tree.count = offset[c] - tree.begin;
+      tree.frame = frame_of(tree.begin, tree.begin + tree.count,
+                            [xyz](int64_t i) {
+                              return std::array<float, 3>{
+                                  xyz[3 * i], xyz[3 * i + 1], xyz[3 * i + 2]};
+                            });
+      frames[c] = tree.frame;
+    }
+  });
+
+  MortonOrder order = morton_order(xyz, offset, b, frames, parallel_for);
+  Points& points = forest.points;
+  points.x.resize(n);
+  points.y.resize(n);
+  points.z.resize(n);
+  points.id.resize(n);
+  constexpr int64_t kCopyGrain = 1 << 14;
+  parallel_for(n, kCopyGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float* p = xyz + 3 * int64_t{order.rows[i]};
+      points.x[i] = p[0];
+      points.y[i] = p[1];
+      points.z[i] = p[2];
+      points.id[i] = order.rows[i];
+    }
+  });
+
+  parallel_for(b, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      Tree& tree = forest.trees[c];
+      if (tree.count > 0) TreeBuilder(points, order.codes.data(), tree);
+    }
+  });
+  return forest;
+}
+
+// Lower bound on the squared distance from q to any point in the box.  Per
+// axis the gap to the box is at most |q - p| also after rounding (rounding is
+// monotonic), and the squares are summed in the same order as point
+// distances, so the bound never exceeds a computed point distance: pruning
+// is exact, ties included.
+inline double box_distance(const double q[3], const float lo[3],
+                           const float hi[3]) {
+  double sum = 0;
+  for (int d = 0; d < 3; ++d) {
+    const double below = static_cast<double>(lo[d]) - q[d];
+    const double above = q[d] - static_cast<double>(hi[d]);
+    const double gap = std::max(std::max(below, above), 0.0);
+    sum += gap * gap;
+  }
+  return sum;
+}
+
+// Depth-first search of one tree, nearer child first, skipping subtrees that
+// cannot hold anything `Nearest` would admit.
+template <typename Nearest>
+class TreeSearch {
+ public:
+  TreeSearch(const Forest& forest, const Tree& tree, const double q[3],
+             Nearest& nearest)
+      : x_(forest.points.x.data() + tree.begin),
+        y_(forest.points.y.data() + tree.begin),
+        z_(forest.points.z.data() + tree.begin),
+        id_(forest.points.id.data() + tree.begin),
+        tree_(tree),
+        q_{q[0], q[1], q[2]},
+        nearest_(nearest) {
+    visit(tree.root);
+  }
+
+ private:
+  void visit(int32_t ref) {
+    if (ref < 0) {
+      scan(tree_.leaf_begin[~ref], tree_.leaf_begin[~ref + 1]);
+      return;
+    }
+    const Node& node = tree_.nodes[ref];
+    const double bound[2] = {box_distance(q_, node.lo[0], node.hi[0]),
+                             box_distance(q_, node.lo[1], node.hi[1])};
+    const int near = bound[1] < bound[0] ? 1 : 0;
+    visit_if_useful(node, near, bound[near]);
+    visit_if_useful(node, 1 - near, bound[1 - near]);
+  }
+
+  void visit_if_useful(const Node& node, int side, double bound) {
+    if (nearest_.admits(bound, node.min_id[side])) visit(node.ref[side]);
+  }
+
+  // Distances first, in a loop the compiler vectorises; then the rare
+  // admissions.  The sum (dx*dx + dy*dy) + dz*dz is cKDTree's order.
+  void scan(int32_t begin, int32_t end) {
+    double d2[kLeafSize];
+    const int32_t count = end - begin;
+    const float *x = x_ + begin, *y = y_ + begin, *z = z_ + begin;
+    for (int32_t i = 0; i < count; ++i) {
+      const double dx = q_[0] - static_cast<double>(x[i]);
+      const double dy = q_[1] - static_cast<double>(y[i]);
+      const double dz = q_[2] - static_cast<double>(z[i]);
+      d2[i] = dx * dx + dy * dy + dz * dz;
+    }
+    for (int32_t i = 0; i < count; ++i) {
+      if (nearest_.admits(d2[i], id_[begin + i])) {
+        nearest_.insert(d2[i], id_[begin + i]);
+      }
+    }
+  }
+
+  const float *x_, *y_, *z_;
+  const int32_t* id_;
+  const Tree& tree_;
+  const double q_[3];
+  Nearest& nearest_;
+};
+
+}  // namespace knn
+}  // namespace customops
