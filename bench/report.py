@@ -1,0 +1,220 @@
+"""Turns outcomes into the outputs: Markdown, a ratio plot, JSON."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("torch", "torchvision", "onnx", "onnxruntime", "scipy", "numpy", "matplotlib")
+
+
+# --- what ran where -----------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _git(*args) -> str:
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "?"
+
+
+def environment(threads: int) -> dict:
+    from customops.ort import library_path
+
+    library = Path(library_path())
+    dirty = _git("status", "--porcelain", "--", "csrc", "customops", "setup.py")
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": threads,
+        "python": platform.python_version(),
+        "versions": {name: importlib.metadata.version(name) for name in PACKAGES},
+        "commit": _git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if dirty else ""),
+        "library_built": datetime.datetime.fromtimestamp(library.stat().st_mtime)
+        .astimezone().isoformat(timespec="seconds"),
+        "load_average": os.getloadavg(),
+    }
+
+
+# --- numbers -----------------------------------------------------------------------
+
+
+def ratio_value(outcomes: dict, ratio) -> float | None:
+    num, den = outcomes.get(ratio.numerator), outcomes.get(ratio.denominator)
+    if num is None or den is None or num.median is None or den.median is None:
+        return None
+    return num.median / den.median
+
+
+def check_text(outcomes: dict) -> str:
+    checked = [o for o in outcomes.values() if o.identical is not None]
+    if not checked:
+        return "n/a"
+    bad = [f"{o.name}: {o.problems[0]}" for o in checked if not o.identical]
+    return "yes" if not bad else "no (" + "; ".join(bad) + ")"
+
+
+def to_json(env, settings, groups, results, target_rows, extras) -> dict:
+    def contender(o):
+        return {"median_s": o.median, "times_s": o.timing.times if o.timing else None,
+                "skipped": o.skipped, "identical": o.identical, "problems": o.problems}
+
+    return {
+        "environment": env,
+        "settings": settings,
+        "groups": [{
+            "name": g.name, "title": g.title, "check": g.check_label, "notes": g.notes,
+            "cases": [{
+                "label": case.label, "params": case.params, "reference": case.reference,
+                "contenders": {n: contender(o) for n, o in results[case.key].items()},
+                "ratios": {r.label: ratio_value(results[case.key], r) for r in g.ratios},
+            } for case in g.cases],
+        } for g in groups],
+        "targets": target_rows,
+        **extras,
+    }
+
+
+def evaluate_targets(targets, groups, results) -> list[dict]:
+    ratios = {g.name: {r.label: r for r in g.ratios} for g in groups}
+    rows = []
+    for target in targets:
+        group = target.case.split("/", 1)[0]
+        value = None
+        if target.case in results and target.ratio in ratios.get(group, {}):
+            value = ratio_value(results[target.case], ratios[group][target.ratio])
+        rows.append({"target": target.text, "case": target.case, "ratio": target.ratio,
+                     "value": value,
+                     "limit": target.limit, "at_most": target.at_most,
+                     "verdict": target.verdict(value)})
+    return rows
+
+
+def target_lines(rows) -> list[str]:
+    lines = []
+    for row in rows:
+        value = "not measured" if row["value"] is None else f"{row['value']:.2f}x"
+        bound = f"{'<=' if row['at_most'] else '>='} {row['limit']:g}x"
+        lines.append(f"{row['verdict']}: {row['target']} ({row['ratio']} = {value}, "
+                     f"needs {bound})")
+    return lines
+
+
+# --- Markdown ------------------------------------------------------------------------
+
+
+def fmt_ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    for limit, digits in ((100, 0), (10, 1), (1, 2), (0.1, 3)):
+        if ms >= limit:
+            return f"{ms:.{digits}f}"
+    return f"{ms:.4f}"
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def group_table(group, results) -> list[str]:
+    names = [c.name for c in group.cases[0].contenders]
+    header = ["case", *[f"{n} (ms)" for n in names], *[r.label for r in group.ratios],
+              group.check_label]
+    lines = [_row(header), _row(["---"] + ["---:"] * (len(header) - 2) + ["---"])]
+    for case in group.cases:
+        outcomes = results[case.key]
+        times = [o.skipped if o.skipped else fmt_ms(o.median) for o in outcomes.values()]
+        ratios = [(lambda v: "n/a" if v is None else f"{v:.2f}x")(ratio_value(outcomes, r))
+                  for r in group.ratios]
+        lines.append(_row([case.label, *times, *ratios, check_text(outcomes)]))
+    return lines
+
+
+def markdown(env, settings, groups, results, target_rows, suite_lines) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
+    busy = env["load_average"][0] > env["cores"]
+    lines = [
+        "# customops benchmark",
+        "",
+        *([f"**Busy machine: load average {env['load_average'][0]:.1f} on {env['cores']} "
+           "cores when the run started; times are noisy and thread scaling is "
+           "understated.**", ""] if busy else []),
+        f"- date: {env['date']}",
+        f"- machine: {env['cpu']}, {env['cores']} cores; threads used: {env['threads']}; "
+        f"load average at start: {', '.join(f'{x:.1f}' for x in env['load_average'])}",
+        f"- versions: Python {env['python']}, {versions}",
+        f"- code: commit {env['commit']}; ORT library built {env['library_built']}",
+        f"- timing: {settings['warmup']} warm-up call(s), then the median of "
+        f"{settings['min_repeat']}-{settings['max_repeat']} timed calls (as many as fit in "
+        f"{settings['budget']:g} s per contender and case); time.perf_counter around the "
+        "call only.  Ratios are of medians.",
+    ]
+    for group in groups:
+        lines += ["", f"## {group.title}", "", *group_table(group, results)]
+        lines += [""] + [f"- {note}" for note in group.notes] if group.notes else []
+    lines += ["", "## Targets", "", "```", *target_lines(target_rows), "```"]
+    if suite_lines:
+        lines += ["", *suite_lines]
+    return "\n".join(lines) + "\n"
+
+
+# --- plot ------------------------------------------------------------------------------
+
+
+def plot(groups, results, target_rows, path: Path) -> None:
+    """Horizontal bars, one per (case, ratio), log scale; 1x marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = []  # (label, value, color, (case key, ratio label))
+    palette = plt.get_cmap("tab10")
+    color_of = {}
+    for group in groups:
+        for case in group.cases:
+            for ratio in group.ratios:
+                value = ratio_value(results[case.key], ratio)
+                if value is None:
+                    continue
+                key = f"{group.name}: {ratio.label}"
+                color = color_of.setdefault(key, palette(len(color_of) % 10))
+                bars.append((f"{group.name} {case.label}\n{ratio.label}", value, color,
+                             (case.key, ratio.label)))
+    fig, ax = plt.subplots(figsize=(10, 0.42 * len(bars) + 1.5))
+    y = list(range(len(bars)))[::-1]
+    ax.barh(y, [b[1] for b in bars], color=[b[2] for b in bars])
+    for yi, (_, value, _, _) in zip(y, bars):
+        ax.text(value, yi, f" {value:.2f}x" if value < 10 else f" {value:.0f}x",
+                va="center", fontsize=7)
+    row_of = {b[3]: yi for yi, b in zip(y, bars)}
+    limits = [(row["limit"], row_of[(row["case"], row["ratio"])]) for row in target_rows
+              if (row["case"], row["ratio"]) in row_of]
+    if limits:
+        ax.scatter([l for l, _ in limits], [yi for _, yi in limits], marker="|", s=300,
+                   color="black", zorder=3, label="target")
+        ax.legend(loc="lower right", fontsize=7)
+    ax.set_yticks(y, [b[0] for b in bars], fontsize=6)
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("ratio of median times (log scale; < 1: numerator faster)")
+    verdicts = [r["verdict"] for r in target_rows]
+    summary = ", ".join(f"{verdicts.count(v)} {v}" for v in ("PASS", "FAIL", "N/A") if v in verdicts)
+    ax.set_title(f"customops benchmark: ratios of median times (targets: {summary})", fontsize=9)
+    ax.margins(x=0.15)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

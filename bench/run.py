@@ -1,0 +1,137 @@
+"""Benchmark of the customops kernels against their references, side by side.
+
+    .venv/bin/python bench/run.py [--threads N] [--only knn,my_add] [--notebooks] [--build]
+                                  [--publish]
+    make bench BENCH_ARGS="--threads 1"
+
+Writes bench/results/results.json, results.md and ratios.png; see bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import cases  # noqa: E402
+import report  # noqa: E402
+import suite  # noqa: E402
+from harness import TimingPlan, run_case  # noqa: E402
+
+RESULTS = HERE / "results"
+PUBLISHED_PNG = "docs/bench.png"  # relative to the repository
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="threads for every contender (default: all cores)")
+    parser.add_argument("--only", default=",".join(cases.GROUPS),
+                        help=f"comma-separated groups to run (default: all of {','.join(cases.GROUPS)})")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed calls first (default 1)")
+    parser.add_argument("--min-repeat", type=int, default=3,
+                        help="timed calls at least (default 3)")
+    parser.add_argument("--max-repeat", type=int, default=25,
+                        help="timed calls at most (default 25)")
+    parser.add_argument("--budget", type=float, default=1.0,
+                        help="seconds of timed calls per contender and case; decides the "
+                             "repetitions between the two bounds (default 1)")
+    parser.add_argument("--cdist-limit", type=float, default=2.0 ** 30,
+                        help="largest n*m per cloud for cdist+topk (default 2^30)")
+    parser.add_argument("--notebooks", action=argparse.BooleanOptionalAction, default=False,
+                        help="time pytest --nbval per notebook (default off: ~3.5 min)")
+    parser.add_argument("--build", action=argparse.BooleanOptionalAction, default=False,
+                        help="time a from-scratch build in a temp dir (default off: ~2 min)")
+    parser.add_argument("--publish", action="store_true",
+                        help="also copy the plot to docs/bench.png and print README Markdown")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
+    args = parser.parse_args(argv)
+    unknown = set(args.only.split(",")) - set(cases.GROUPS)
+    if unknown:
+        parser.error(f"--only: unknown group(s) {', '.join(sorted(unknown))}")
+    return args
+
+
+def set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+
+
+def run_groups(groups, plan) -> dict:
+    results = {}
+    for group in groups:
+        print(f"\n== {group.title}", flush=True)
+        for case in group.cases:
+            print(f"{case.label}", flush=True)
+            results[case.key] = run_case(case, plan, log=lambda line: print(line, flush=True))
+    return results
+
+
+def run_suite(args) -> tuple[dict, list[str]]:
+    extras, notebook_rows, build_row = {}, None, None
+    if args.notebooks:
+        print("\n== notebooks (pytest --nbval)", flush=True)
+        notebook_rows = extras["notebooks"] = suite.notebooks()
+    if args.build:
+        print("\n== build", flush=True)
+        build_row = extras["build"] = suite.build()
+    return extras, suite.markdown(notebook_rows, build_row)
+
+
+def write_outputs(out: Path, text: str, data: dict, groups, results, target_rows) -> Path:
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.md").write_text(text)
+    (out / "results.json").write_text(json.dumps(data, indent=2) + "\n")
+    png = out / "ratios.png"
+    report.plot(groups, results, target_rows, png)
+    return png
+
+
+def publish(png: Path, text: str, root: Path = report.REPO) -> None:
+    target = root / PUBLISHED_PNG
+    target.parent.mkdir(exist_ok=True)
+    shutil.copy2(png, target)
+    print(f"\ncopied {png} -> {target}\n\n--- Markdown for the README ---\n")
+    readme = text.replace("\n## ", "\n### ").replace("# customops benchmark", "## Benchmark", 1)
+    print(readme + f"\n![benchmark ratios]({PUBLISHED_PNG})\n")
+
+
+def main(argv=None) -> int:
+    start = time.perf_counter()
+    args = parse_args(argv)
+    set_threads(args.threads)
+    plan = TimingPlan(args.warmup, args.min_repeat, args.max_repeat, args.budget)
+    groups = cases.groups(args.only.split(","), args.threads, args.cdist_limit)
+    env = report.environment(args.threads)
+    print(f"{env['cpu']}, {env['cores']} cores, {args.threads} threads")
+
+    results = run_groups(groups, plan)
+    target_rows = report.evaluate_targets(cases.targets(), groups, results)
+    extras, suite_lines = run_suite(args)
+
+    settings = {k: v for k, v in vars(args).items() if k not in ("out",)}
+    settings["elapsed_s"] = time.perf_counter() - start
+    suite_lines.append(f"Benchmark run time: {settings['elapsed_s']:.0f} s.")
+    text = report.markdown(env, settings, groups, results, target_rows, suite_lines)
+    data = report.to_json(env, settings, groups, results, target_rows, extras)
+    png = write_outputs(args.out, text, data, groups, results, target_rows)
+
+    print("\n" + text)
+    print(f"wrote {args.out / 'results.md'}, {args.out / 'results.json'}, {png}")
+    if args.publish:
+        publish(png, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
