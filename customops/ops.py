@@ -99,8 +99,10 @@ def deform_conv2d(input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0
     running the kernel in csrc/kernels.  groups and offset_groups are deduced
     from the shapes exactly as torchvision does."""
     pair = torch.nn.modules.utils._pair
-    groups = input.shape[1] // weight.shape[1]
-    offset_groups = offset.shape[1] // (2 * weight.shape[2] * weight.shape[3])
+    # Empty weight dimensions are left to the C++ check, which names them.
+    taps = 2 * weight.shape[2] * weight.shape[3]
+    groups = input.shape[1] // weight.shape[1] if weight.shape[1] else 1
+    offset_groups = offset.shape[1] // taps if taps else 1
     return torch.ops.customops.deform_conv2d(
         input, weight, offset, mask, bias, pair(stride), pair(padding), pair(dilation),
         groups, offset_groups,

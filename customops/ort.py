@@ -30,10 +30,21 @@ def library_path() -> str:
     return str(path)
 
 
+_REGISTERED = "customops.library_registered"
+
+
 def session_options(options: onnxruntime.SessionOptions | None = None):
-    """SessionOptions (new, or the ones given) with the library registered."""
+    """SessionOptions (new, or the ones given) with the library registered.
+
+    Registering twice into one SessionOptions would make session creation
+    fail ("Domain already set in registry"), so the options remember it in a
+    config entry of their own."""
     options = options or onnxruntime.SessionOptions()
-    options.register_custom_ops_library(library_path())
+    try:
+        options.get_session_config_entry(_REGISTERED)
+    except RuntimeError:  # not registered yet
+        options.register_custom_ops_library(library_path())
+        options.add_session_config_entry(_REGISTERED, "1")
     return options
 
 

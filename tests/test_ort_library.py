@@ -93,3 +93,10 @@ def test_runs_in_a_process_that_cannot_import_torch():
                           input=my_add_model().SerializeToString(), check=False)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().strip() == "18.0"
+
+
+def test_one_sessionoptions_serves_several_sessions():
+    options = onnxruntime.SessionOptions()
+    first, second = (session(my_add_model(), sess_options=options) for _ in range(2))
+    a = np.ones((2, 3), np.float32)
+    assert first.run(None, {"a": a, "b": a})[0].sum() == second.run(None, {"a": a, "b": a})[0].sum() == 18

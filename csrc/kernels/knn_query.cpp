@@ -25,6 +25,10 @@ constexpr const char* kOp = "knn_query";
 // Larger nsample is refused before the caller allocates (m, nsample)
 // outputs; neighbourhoods in point-cloud networks use tens of points.
 constexpr int64_t kMaxNsample = 65536;
+// Likewise for the outputs as a whole: m * nsample elements each.  Linux
+// overcommits, so an absurd request would not fail at allocation but kill
+// the process when the kernel writes the pages.
+constexpr int64_t kMaxOutputElements = int64_t{1} << 28;  // 1 GiB per output
 
 // Checks that values[0..count) are >= 0, never decrease, and end at total.
 void check_offsets(const char* name, const int32_t* values, int64_t count,
@@ -102,6 +106,10 @@ void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
   check(nsample >= 1, kOp, "nsample must be at least 1, got ", nsample);
   check(nsample <= kMaxNsample, kOp, "nsample must be at most ", kMaxNsample,
         ", got ", nsample);
+
+  const int64_t m = new_xyz_shape != nullptr ? (*new_xyz_shape)[0] : xyz_shape[0];
+  check(m <= kMaxOutputElements / nsample, kOp, "m * nsample must be at most ",
+        kMaxOutputElements, " (1 GiB per output), got m = ", m, ", nsample = ", nsample);
 
   const int64_t b = offset_shape[0];
   check_offsets("offset", offset, b, xyz_shape[0], "the number of points n");

@@ -18,11 +18,11 @@ struct DeformConv2d {
   int64_t groups, offset_groups;
 
   explicit DeformConv2d(const Ort::ConstKernelInfo& info)
-      : stride(attribute_or(info, "stride", Shape{1, 1})),
-        padding(attribute_or(info, "padding", Shape{0, 0})),
-        dilation(attribute_or(info, "dilation", Shape{1, 1})),
-        groups(attribute_or(info, "groups", int64_t{1})),
-        offset_groups(attribute_or(info, "offset_groups", int64_t{1})) {}
+      : stride(ints_attribute(info, kName, "stride").value_or(Shape{1, 1})),
+        padding(ints_attribute(info, kName, "padding").value_or(Shape{0, 0})),
+        dilation(ints_attribute(info, kName, "dilation").value_or(Shape{1, 1})),
+        groups(int_attribute(info, kName, "groups").value_or(1)),
+        offset_groups(int_attribute(info, kName, "offset_groups").value_or(1)) {}
 
   void compute(Ort::KernelContext& context) const {
     const Ort::ConstValue input = context.GetInput(0), weight = context.GetInput(1),

@@ -18,9 +18,12 @@ struct KnnQuery {
 
   int64_t nsample;
 
-  explicit KnnQuery(const Ort::ConstKernelInfo& info)
-      : nsample(attribute_or(info, "nsample", int64_t{0})) {
-    check(nsample != 0, "knn_query", "attribute nsample (int) is required");
+  // A missing nsample fails at session creation; a bad value (0, 10^9)
+  // fails each run with the same message as in PyTorch.
+  explicit KnnQuery(const Ort::ConstKernelInfo& info) {
+    const auto value = int_attribute(info, "knn_query", "nsample");
+    check(value.has_value(), "knn_query", "attribute nsample (int) is required");
+    nsample = *value;
   }
 
   void compute(Ort::KernelContext& context) const {

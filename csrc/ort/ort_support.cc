@@ -62,19 +62,50 @@ Shape shape_of(const Ort::ConstValue& value) {
   return value.GetTensorTypeAndShapeInfo().GetShape();
 }
 
-int64_t attribute_or(const Ort::ConstKernelInfo& info, const char* name, int64_t fallback) {
-  int64_t value = 0;
-  Ort::Status status{Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &value)};
-  return status.IsOK() ? value : fallback;
+namespace {
+
+// True when the node has attribute `name` at all, whatever its type: an int,
+// ints, a float, floats or a string.
+bool has_attribute(const Ort::ConstKernelInfo& info, const char* name) {
+  const OrtApi& api = Ort::GetApi();
+  int64_t i = 0;
+  float f = 0;
+  size_t size = 0;
+  const auto ok = [](OrtStatus* status) { return Ort::Status{status}.IsOK(); };
+  return ok(api.KernelInfoGetAttribute_int64(info, name, &i)) ||
+         ok(api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size)) ||
+         ok(api.KernelInfoGetAttribute_float(info, name, &f)) ||
+         ok(api.KernelInfoGetAttributeArray_float(info, name, nullptr, &size)) ||
+         ok(api.KernelInfoGetAttribute_string(info, name, nullptr, &size));
 }
 
-std::vector<int64_t> attribute_or(const Ort::ConstKernelInfo& info, const char* name,
-                                  std::vector<int64_t> fallback) {
-  size_t size = 0;
+}  // namespace
+
+std::optional<int64_t> int_attribute(const Ort::ConstKernelInfo& info, const char* op,
+                                     const char* name) {
+  int64_t value = 0;
+  if (Ort::Status{Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &value)}.IsOK()) {
+    return value;
+  }
+  check(!has_attribute(info, name), op, "attribute ", name, " must be an int");
+  return std::nullopt;
+}
+
+std::optional<Shape> ints_attribute(const Ort::ConstKernelInfo& info, const char* op,
+                                    const char* name) {
   const OrtApi& api = Ort::GetApi();
-  Ort::Status probe{api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size)};
-  if (!probe.IsOK()) return fallback;
-  std::vector<int64_t> values(size);
+  size_t size = 0;
+  if (!Ort::Status{api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size)}.IsOK()) {
+    check(!has_attribute(info, name), op, "attribute ", name, " must be a list of ints");
+    return std::nullopt;
+  }
+  // ORT reads a float list as an empty int list (measured on 1.31).
+  size_t floats = 0;
+  check(size > 0 || !Ort::Status{api.KernelInfoGetAttributeArray_float(info, name, nullptr,
+                                                                        &floats)}.IsOK() ||
+            floats == 0,
+        op, "attribute ", name, " must be a list of ints");
+  Shape values(size);
   Ort::ThrowOnError(api.KernelInfoGetAttributeArray_int64(info, name, values.data(), &size));
   return values;
 }

@@ -34,10 +34,13 @@ std::optional<Ort::ConstValue> optional_input(const Ort::KernelContext& context,
 
 Shape shape_of(const Ort::ConstValue& value);
 
-// An int / ints attribute of a node, or `fallback` when the node has none.
-int64_t attribute_or(const Ort::ConstKernelInfo& info, const char* name, int64_t fallback);
-std::vector<int64_t> attribute_or(const Ort::ConstKernelInfo& info, const char* name,
-                                  std::vector<int64_t> fallback);
+// An int / ints attribute of a node, or nullopt when the node has none.  An
+// attribute of another type (groups=2.0) is an argument error naming it, not
+// a silent default.
+std::optional<int64_t> int_attribute(const Ort::ConstKernelInfo& info, const char* op,
+                                     const char* name);
+std::optional<Shape> ints_attribute(const Ort::ConstKernelInfo& info, const char* op,
+                                    const char* name);
 
 // Shape inference in terms ORT's graph understands: a dimension is a number
 // or a symbol ("batch"), or unknown.
