@@ -52,7 +52,8 @@ sanitize: $(DEPS)
 # Re-executes every notebook in place, to refresh the committed outputs.
 notebooks: setup
 	cd notebooks && for nb in [0-9][0-9]_*.ipynb; do \
-	  ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; \
+	  ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
 	done
 
 clean:
