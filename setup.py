@@ -54,7 +54,9 @@ setup(
         CppExtension(
             "customops._C",
             sources=["csrc/torch/ops.cpp", *KERNELS],
-            extra_compile_args=FLAGS,
+            # at::parallel_for is inline OpenMP: without -fopenmp it runs serially.
+            extra_compile_args=[*FLAGS, "-fopenmp"],
+            extra_link_args=["-fopenmp"],
         ),
         Extension(
             ORT_LIBRARY,

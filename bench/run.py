@@ -1,6 +1,6 @@
 """Benchmark of the customops kernels against their references, side by side.
 
-    .venv/bin/python bench/run.py [--threads N] [--only knn,my_add] [--notebooks] [--build]
+    .venv/bin/python bench/run.py [--threads N] [--only knn,my_add] [--no-notebooks] [--no-build]
                                   [--publish]
     make bench BENCH_ARGS="--threads 1"
 
@@ -44,10 +44,10 @@ def parse_args(argv=None):
                              "repetitions between the two bounds (default 1)")
     parser.add_argument("--cdist-limit", type=float, default=2.0 ** 30,
                         help="largest n*m per cloud for cdist+topk (default 2^30)")
-    parser.add_argument("--notebooks", action=argparse.BooleanOptionalAction, default=False,
-                        help="time pytest --nbval per notebook (default off: ~3.5 min)")
-    parser.add_argument("--build", action=argparse.BooleanOptionalAction, default=False,
-                        help="time a from-scratch build in a temp dir (default off: ~2 min)")
+    parser.add_argument("--notebooks", action=argparse.BooleanOptionalAction, default=True,
+                        help="time pytest --nbval per notebook (default on: ~1 min)")
+    parser.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
+                        help="time a from-scratch build in a temp dir (default on: ~1 min)")
     parser.add_argument("--publish", action="store_true",
                         help="also copy the plot to docs/bench.png and print README Markdown")
     parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
