@@ -1,45 +1,15 @@
 """Test helpers: single-node ONNX models built by hand, and references.
 
-Building the ONNX node with onnx.helper (not with an exporter) tests the ORT
-kernels on their own; the exporter tests then check that the exporters
-produce the same nodes.
+Building the ONNX node with onnx.helper (customops.builder, not an exporter)
+tests the ORT kernels on their own; the exporter tests then check that the
+exporters produce the same nodes.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper
 
-# onnx 1.23 writes IR version 14 by default; onnxruntime 1.31 reads up to 13.
-IR_VERSION = 10
-
-_ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
-         np.dtype(np.int64): TensorProto.INT64, np.dtype(np.float64): TensorProto.DOUBLE}
-
-
-def single_node_model(op_type, inputs: dict, outputs, domain="custom", opset=19, **attrs):
-    """A model with one node.  ``inputs`` maps names to example arrays (for
-    their dtype and rank; dims stay symbolic) or to None for an input left
-    out (an empty name in the node)."""
-    graph_inputs, node_inputs = [], []
-    for name, array in inputs.items():
-        if array is None:
-            node_inputs.append("")
-            continue
-        node_inputs.append(name)
-        dims = [f"{name}_{i}" for i in range(np.ndim(array))]
-        graph_inputs.append(helper.make_tensor_value_info(name, _ELEM[array.dtype], dims))
-    while node_inputs and node_inputs[-1] == "":
-        node_inputs.pop()
-    node = helper.make_node(op_type, node_inputs, list(outputs), domain=domain, **attrs)
-    graph = helper.make_graph(
-        [node], op_type, graph_inputs,
-        [helper.make_empty_tensor_value_info(name) for name in outputs])
-    opsets = [helper.make_opsetid("", opset)]
-    if domain:
-        opsets.append(helper.make_opsetid(domain, 1))
-    return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)
+from customops.builder import single_node_model  # noqa: F401  (used by the tests)
 
 
 def feeds(inputs: dict) -> dict:
