@@ -22,20 +22,25 @@ from torch.onnx.symbolic_helper import (
 DOMAIN = "custom"
 
 
-def _present(*values):
-    """Optional inputs that were given; an absent one in the middle becomes
-    an empty input (ONNX's way of skipping it), absent ones at the end go."""
+def _absent(value):
+    return value is None or _is_none(value)
+
+
+def _optional_inputs(g, *values):
+    """A node's trailing optional inputs: absent ones at the end are left
+    out; an absent one before a present one becomes an empty input (ONNX's
+    way of skipping it), which needs torch's typed placeholder."""
     values = list(values)
-    while values and (values[-1] is None or _is_none(values[-1])):
+    while values and _absent(values[-1]):
         values.pop()
-    return values
+    return [_optional_input_placeholder_tensor(g) if _absent(v) else v for v in values]
 
 
 def knn_query_node(g, nsample, xyz, offset, new_xyz=None, new_offset=None):
     """custom::knnquery with nsample as an attribute and fully typed outputs."""
-    inputs = [xyz, offset, *_present(new_xyz, new_offset)]
+    inputs = [xyz, offset, *_optional_inputs(g, new_xyz, new_offset)]
     idx, dist = g.op(f"{DOMAIN}::knnquery", *inputs, nsample_i=nsample, outputs=2)
-    queries = new_xyz if new_xyz is not None and not _is_none(new_xyz) else xyz
+    queries = xyz if _absent(new_xyz) else new_xyz
     m = _size(queries, 0)
     idx.setType(xyz.type().with_dtype(torch.int32).with_sizes([m, nsample]))
     dist.setType(xyz.type().with_dtype(torch.float32).with_sizes([m, nsample]))
@@ -60,13 +65,8 @@ def knn_query_symbolic(g, nsample, xyz, offset, new_xyz, new_offset):
 @parse_args("v", "v", "v", "v", "v", "is", "is", "is", "i", "i")
 def deform_conv2d_symbolic(g, input, weight, offset, mask, bias, stride, padding, dilation,
                            groups, offset_groups):
-    inputs = [input, weight, offset]
-    optional = _present(mask, bias)
-    for value in optional:
-        # An absent input before a present one is written as "" in ONNX.
-        inputs.append(_optional_input_placeholder_tensor(g) if _is_none(value) else value)
     output = g.op(
-        f"{DOMAIN}::deform_conv2d", *inputs,
+        f"{DOMAIN}::deform_conv2d", input, weight, offset, *_optional_inputs(g, mask, bias),
         stride_i=stride, padding_i=padding, dilation_i=dilation,
         groups_i=groups, offset_groups_i=offset_groups,
     )

@@ -229,7 +229,8 @@ int64_t tile_pixels(const DeformConv2dParams& p, int64_t nr) {
 
 DeformConv2dParams deform_conv2d_check(
     const Shape& input_shape, const Shape& weight_shape,
-    const Shape& offset_shape, const Shape* mask_shape, const Shape* bias_shape,
+    const Shape& offset_shape, const OptionalShape& mask_shape,
+    const OptionalShape& bias_shape,
     const Shape& stride, const Shape& padding, const Shape& dilation,
     int64_t groups, int64_t offset_groups) {
   const Shape& in = input_shape;

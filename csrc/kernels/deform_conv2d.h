@@ -27,10 +27,11 @@ struct DeformConv2dParams {
 // Checks every shape and attribute (channel and group arithmetic, kernel size
 // against the padded input) and returns the resolved parameters; throws
 // std::invalid_argument naming the bad argument.  mask_shape and bias_shape
-// are null when absent.  stride, padding and dilation are (h, w) pairs.
+// are empty when absent.  stride, padding and dilation are (h, w) pairs.
 DeformConv2dParams deform_conv2d_check(
     const Shape& input_shape, const Shape& weight_shape,
-    const Shape& offset_shape, const Shape* mask_shape, const Shape* bias_shape,
+    const Shape& offset_shape, const OptionalShape& mask_shape,
+    const OptionalShape& bias_shape,
     const Shape& stride, const Shape& padding, const Shape& dilation,
     int64_t groups, int64_t offset_groups);
 

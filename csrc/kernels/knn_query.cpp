@@ -86,17 +86,17 @@ void answer_queries(const knn::Forest& forest, const float* new_xyz,
 }  // namespace
 
 void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
-                     const int32_t* offset, const Shape* new_xyz_shape,
-                     const Shape* new_offset_shape, const int32_t* new_offset,
+                     const int32_t* offset, const OptionalShape& new_xyz_shape,
+                     const OptionalShape& new_offset_shape, const int32_t* new_offset,
                      int64_t nsample) {
   check(is_points_shape(xyz_shape), kOp, "xyz must have shape (n, 3), got ",
         to_string(xyz_shape));
   check(offset_shape.size() == 1 && offset_shape[0] >= 1, kOp,
         "offset must be 1-D with at least one element, got shape ",
         to_string(offset_shape));
-  check((new_xyz_shape == nullptr) == (new_offset_shape == nullptr), kOp,
+  check(new_xyz_shape.has_value() == new_offset_shape.has_value(), kOp,
         "new_xyz and new_offset must be given together");
-  if (new_xyz_shape != nullptr) {
+  if (new_xyz_shape) {
     check(is_points_shape(*new_xyz_shape), kOp,
           "new_xyz must have shape (m, 3), got ", to_string(*new_xyz_shape));
     check(*new_offset_shape == offset_shape, kOp,
@@ -107,13 +107,13 @@ void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
   check(nsample <= kMaxNsample, kOp, "nsample must be at most ", kMaxNsample,
         ", got ", nsample);
 
-  const int64_t m = new_xyz_shape != nullptr ? (*new_xyz_shape)[0] : xyz_shape[0];
+  const int64_t m = new_xyz_shape ? (*new_xyz_shape)[0] : xyz_shape[0];
   check(m <= kMaxOutputElements / nsample, kOp, "m * nsample must be at most ",
         kMaxOutputElements, " (1 GiB per output), got m = ", m, ", nsample = ", nsample);
 
   const int64_t b = offset_shape[0];
   check_offsets("offset", offset, b, xyz_shape[0], "the number of points n");
-  if (new_xyz_shape != nullptr) {
+  if (new_xyz_shape) {
     check_offsets("new_offset", new_offset, b, (*new_xyz_shape)[0],
                   "the number of queries m");
   }

@@ -23,10 +23,10 @@ namespace customops {
 
 // Checks shapes, nsample and the offsets' values; throws
 // std::invalid_argument naming the bad argument.  new_xyz_shape and
-// new_offset (with new_offset_shape) are null when the queries are xyz.
+// new_offset_shape are empty (and new_offset null) when the queries are xyz.
 void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
-                     const int32_t* offset, const Shape* new_xyz_shape,
-                     const Shape* new_offset_shape, const int32_t* new_offset,
+                     const int32_t* offset, const OptionalShape& new_xyz_shape,
+                     const OptionalShape& new_offset_shape, const int32_t* new_offset,
                      int64_t nsample);
 
 // Fills idx and dist (m * nsample each).  Call knn_query_check first.

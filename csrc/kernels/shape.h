@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,8 @@
 namespace customops {
 
 using Shape = std::vector<int64_t>;
+// The shape of an optional input; empty when the input is absent.
+using OptionalShape = std::optional<Shape>;
 
 // "[2, 3, 4]"
 inline std::string to_string(const Shape& shape) {

@@ -28,13 +28,9 @@ struct DeformConv2d {
     const Ort::ConstValue input = context.GetInput(0), weight = context.GetInput(1),
                           offset = context.GetInput(2);
     const auto mask = optional_input(context, 3), bias = optional_input(context, 4);
-    const std::optional<Shape> mask_shape =
-        mask ? std::optional<Shape>(shape_of(*mask)) : std::nullopt;
-    const std::optional<Shape> bias_shape =
-        bias ? std::optional<Shape>(shape_of(*bias)) : std::nullopt;
-    const DeformConv2dParams p = deform_conv2d_check(
-        shape_of(input), shape_of(weight), shape_of(offset), mask_shape ? &*mask_shape : nullptr,
-        bias_shape ? &*bias_shape : nullptr, stride, padding, dilation, groups, offset_groups);
+    const DeformConv2dParams p =
+        deform_conv2d_check(shape_of(input), shape_of(weight), shape_of(offset), shape_of(mask),
+                            shape_of(bias), stride, padding, dilation, groups, offset_groups);
     auto output = context.GetOutput(0, {p.batch, p.out_channels, p.out_h, p.out_w});
     deform_conv2d(input.GetTensorData<float>(), weight.GetTensorData<float>(),
                   offset.GetTensorData<float>(), mask ? mask->GetTensorData<float>() : nullptr,

@@ -30,13 +30,9 @@ struct KnnQuery {
     const Ort::ConstValue xyz = context.GetInput(0), offset = context.GetInput(1);
     const auto new_xyz = optional_input(context, 2), new_offset = optional_input(context, 3);
     const Shape xyz_shape = shape_of(xyz), offset_shape = shape_of(offset);
-    const std::optional<Shape> new_xyz_shape =
-        new_xyz ? std::optional<Shape>(shape_of(*new_xyz)) : std::nullopt;
-    const std::optional<Shape> new_offset_shape =
-        new_offset ? std::optional<Shape>(shape_of(*new_offset)) : std::nullopt;
-    knn_query_check(xyz_shape, offset_shape, offset.GetTensorData<int32_t>(),
-                    new_xyz_shape ? &*new_xyz_shape : nullptr,
-                    new_offset_shape ? &*new_offset_shape : nullptr,
+    const OptionalShape new_xyz_shape = shape_of(new_xyz);
+    knn_query_check(xyz_shape, offset_shape, offset.GetTensorData<int32_t>(), new_xyz_shape,
+                    shape_of(new_offset),
                     new_offset ? new_offset->GetTensorData<int32_t>() : nullptr, nsample);
 
     const Ort::ConstValue& queries = new_xyz ? *new_xyz : xyz;

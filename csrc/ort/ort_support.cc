@@ -62,7 +62,13 @@ Shape shape_of(const Ort::ConstValue& value) {
   return value.GetTensorTypeAndShapeInfo().GetShape();
 }
 
+OptionalShape shape_of(const std::optional<Ort::ConstValue>& value) {
+  return value ? OptionalShape(shape_of(*value)) : std::nullopt;
+}
+
 namespace {
+
+bool ok(OrtStatus* status) { return Ort::Status{status}.IsOK(); }
 
 // True when the node has attribute `name` at all, whatever its type: an int,
 // ints, a float, floats or a string.
@@ -71,7 +77,6 @@ bool has_attribute(const Ort::ConstKernelInfo& info, const char* name) {
   int64_t i = 0;
   float f = 0;
   size_t size = 0;
-  const auto ok = [](OrtStatus* status) { return Ort::Status{status}.IsOK(); };
   return ok(api.KernelInfoGetAttribute_int64(info, name, &i)) ||
          ok(api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size)) ||
          ok(api.KernelInfoGetAttribute_float(info, name, &f)) ||
@@ -84,9 +89,7 @@ bool has_attribute(const Ort::ConstKernelInfo& info, const char* name) {
 std::optional<int64_t> int_attribute(const Ort::ConstKernelInfo& info, const char* op,
                                      const char* name) {
   int64_t value = 0;
-  if (Ort::Status{Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &value)}.IsOK()) {
-    return value;
-  }
+  if (ok(Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &value))) return value;
   check(!has_attribute(info, name), op, "attribute ", name, " must be an int");
   return std::nullopt;
 }
@@ -94,17 +97,15 @@ std::optional<int64_t> int_attribute(const Ort::ConstKernelInfo& info, const cha
 std::optional<Shape> ints_attribute(const Ort::ConstKernelInfo& info, const char* op,
                                     const char* name) {
   const OrtApi& api = Ort::GetApi();
-  size_t size = 0;
-  if (!Ort::Status{api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size)}.IsOK()) {
+  size_t size = 0, floats = 0;
+  const bool ints = ok(api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size));
+  // ORT reads a float list as an empty int list (measured on 1.31).
+  const bool float_list =
+      ok(api.KernelInfoGetAttributeArray_float(info, name, nullptr, &floats)) && floats > 0;
+  if (!ints || float_list) {
     check(!has_attribute(info, name), op, "attribute ", name, " must be a list of ints");
     return std::nullopt;
   }
-  // ORT reads a float list as an empty int list (measured on 1.31).
-  size_t floats = 0;
-  check(size > 0 || !Ort::Status{api.KernelInfoGetAttributeArray_float(info, name, nullptr,
-                                                                        &floats)}.IsOK() ||
-            floats == 0,
-        op, "attribute ", name, " must be a list of ints");
   Shape values(size);
   Ort::ThrowOnError(api.KernelInfoGetAttributeArray_int64(info, name, values.data(), &size));
   return values;
@@ -116,8 +117,9 @@ std::optional<Dims> ShapeInference::input(size_t index) const {
   Ort::ThrowOnError(api.ShapeInferContext_GetInputCount(context_, &count));
   if (index >= count) return std::nullopt;
   OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
-  Ort::Status status{api.ShapeInferContext_GetInputTypeShape(context_, index, &info)};
-  if (!status.IsOK() || info == nullptr) return std::nullopt;
+  if (!ok(api.ShapeInferContext_GetInputTypeShape(context_, index, &info)) || info == nullptr) {
+    return std::nullopt;
+  }
   size_t rank = 0;
   Ort::ThrowOnError(api.GetDimensionsCount(info, &rank));
   std::vector<int64_t> values(rank);
@@ -135,12 +137,13 @@ std::optional<Dims> ShapeInference::input(size_t index) const {
 int64_t ShapeInference::attribute(const char* name, int64_t fallback) const {
   const OrtApi& api = Ort::GetApi();
   const OrtOpAttr* attr = nullptr;
-  Ort::Status found{api.ShapeInferContext_GetAttribute(context_, name, &attr)};
-  if (!found.IsOK() || attr == nullptr) return fallback;
+  if (!ok(api.ShapeInferContext_GetAttribute(context_, name, &attr)) || attr == nullptr) {
+    return fallback;
+  }
   int64_t value = 0;
   size_t size = 0;
-  Ort::Status read{api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &value, sizeof(value), &size)};
-  return read.IsOK() ? value : fallback;
+  return ok(api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &value, sizeof(value), &size)) ? value
+                                                                                 : fallback;
 }
 
 void ShapeInference::set_output(size_t index, ONNXTensorElementDataType type,

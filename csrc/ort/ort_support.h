@@ -33,6 +33,7 @@ ParallelFor parallel_for_of(const Ort::KernelContext& context);
 std::optional<Ort::ConstValue> optional_input(const Ort::KernelContext& context, size_t index);
 
 Shape shape_of(const Ort::ConstValue& value);
+OptionalShape shape_of(const std::optional<Ort::ConstValue>& value);
 
 // An int / ints attribute of a node, or nullopt when the node has none.  An
 // attribute of another type (groups=2.0) is an argument error naming it, not

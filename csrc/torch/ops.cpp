@@ -15,6 +15,10 @@ namespace {
 
 Shape shape_of(const at::Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end()); }
 
+OptionalShape shape_of(const std::optional<at::Tensor>& t) {
+  return t ? OptionalShape(shape_of(*t)) : std::nullopt;
+}
+
 // The tensor checks that the pure kernels cannot do: dtype, device, layout.
 void check_tensor(const at::Tensor& t, const char* op, const char* name,
                   at::ScalarType dtype) {
@@ -57,15 +61,9 @@ std::tuple<at::Tensor, at::Tensor> knn_query_op(int64_t nsample, const at::Tenso
   check_tensor(offset, "knn_query", "offset", at::kInt);
   if (new_xyz) check_tensor(*new_xyz, "knn_query", "new_xyz", at::kFloat);
   if (new_offset) check_tensor(*new_offset, "knn_query", "new_offset", at::kInt);
-  const Shape xyz_shape = shape_of(xyz), offset_shape = shape_of(offset);
-  const std::optional<Shape> new_xyz_shape =
-      new_xyz ? std::optional<Shape>(shape_of(*new_xyz)) : std::nullopt;
-  const std::optional<Shape> new_offset_shape =
-      new_offset ? std::optional<Shape>(shape_of(*new_offset)) : std::nullopt;
   checked([&] {
-    knn_query_check(xyz_shape, offset_shape, offset.data_ptr<int32_t>(),
-                    new_xyz_shape ? &*new_xyz_shape : nullptr,
-                    new_offset_shape ? &*new_offset_shape : nullptr,
+    knn_query_check(shape_of(xyz), shape_of(offset), offset.data_ptr<int32_t>(),
+                    shape_of(new_xyz), shape_of(new_offset),
                     new_offset ? new_offset->data_ptr<int32_t>() : nullptr, nsample);
   });
   const at::Tensor& queries = new_xyz ? *new_xyz : xyz;
@@ -89,14 +87,9 @@ at::Tensor deform_conv2d_op(const at::Tensor& input, const at::Tensor& weight,
   check_tensor(offset, "deform_conv2d", "offset", at::kFloat);
   if (mask) check_tensor(*mask, "deform_conv2d", "mask", at::kFloat);
   if (bias) check_tensor(*bias, "deform_conv2d", "bias", at::kFloat);
-  const std::optional<Shape> mask_shape =
-      mask ? std::optional<Shape>(shape_of(*mask)) : std::nullopt;
-  const std::optional<Shape> bias_shape =
-      bias ? std::optional<Shape>(shape_of(*bias)) : std::nullopt;
   const DeformConv2dParams p = checked([&] {
     return deform_conv2d_check(shape_of(input), shape_of(weight), shape_of(offset),
-                               mask_shape ? &*mask_shape : nullptr,
-                               bias_shape ? &*bias_shape : nullptr, Shape(stride.vec()),
+                               shape_of(mask), shape_of(bias), Shape(stride.vec()),
                                Shape(padding.vec()), Shape(dilation.vec()), groups,
                                offset_groups);
   });
