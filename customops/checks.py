@@ -16,7 +16,6 @@ import os
 import re
 from dataclasses import dataclass, field
 
-import numpy as np
 import onnx
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
@@ -28,8 +27,10 @@ FIRST_RELEASE = {
     ("", "DeformConv"): ("1.25.0", "customops' custom::deform_conv2d "
                                    "(customops.deform_conv2d in torch)"),
 }
-SMALL = 16  # constants up to this many elements go into probes as values, not just types
 UNKNOWN = object()
+# A kernel asking for an attribute: ours ("attribute nsample (int) is required"),
+# ORT's KernelInfo ("No attribute with name:'nsample'is defined.").
+ASKED_ATTRIBUTE = re.compile(r"attribute(?: with name:)?\s*'?([A-Za-z_]\w*)")
 
 
 @dataclass
@@ -70,69 +71,10 @@ def op_name(node) -> str:
 
 
 @functools.cache
-def _since_versions(op_type: str, domain: str) -> list[int]:
+def since_versions(op_type: str, domain: str) -> list[int]:
     """The opsets in which the ONNX standard (this onnx package) defines or changes ``op_type``."""
     return sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history()
                   if s.name == op_type and s.domain == domain)
-
-
-def _type_text(value) -> str:
-    if isinstance(value, TensorProto):
-        return probe.type_name(value.data_type)
-    if value.HasField("tensor_type"):
-        return probe.type_name(value.tensor_type.elem_type)
-    return "non-tensor"
-
-
-def _elem(value) -> int:
-    if isinstance(value, TensorProto):
-        return value.data_type
-    return value.tensor_type.elem_type if value.HasField("tensor_type") else 0
-
-
-def _with_elem(value, elem: int) -> onnx.TypeProto:
-    dims = list(value.dims) if isinstance(value, TensorProto) else (
-        [None] * len(value.tensor_type.shape.dim) if value.tensor_type.HasField("shape") else None)
-    return helper.make_tensor_type_proto(elem, dims)
-
-
-def _declared_types(model: onnx.ModelProto) -> dict:
-    """Value name -> TypeProto, from the model and onnx's shape inference
-    (which knows the standard ops, not the custom ones)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001  an inference error is ORT's to report, per node
-        inferred = model
-    graph = inferred.graph
-    types = {vi.name: vi.type for vi in [*graph.input, *graph.value_info, *graph.output]
-             if _elem(vi.type) or vi.type.HasField("sequence_type")}
-    for tensor in model.graph.initializer:
-        types[tensor.name] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
-    return types
-
-
-def _small_constants(model: onnx.ModelProto) -> dict:
-    """Value name -> TensorProto for initializers and Constant outputs of at most SMALL elements."""
-    found = {}
-    for tensor in model.graph.initializer:
-        found[tensor.name] = tensor
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.attribute:
-            attr = node.attribute[0]
-            if attr.name == "value":
-                found[node.output[0]] = attr.t
-            elif attr.name in ("value_int", "value_ints", "value_float", "value_floats"):
-                found[node.output[0]] = numpy_helper.from_array(
-                    np.asarray(helper.get_attribute_value(attr)))
-    small = {}
-    for name, tensor in found.items():
-        if tensor.data_location != TensorProto.EXTERNAL and \
-                np.prod(tensor.dims, dtype=int) <= SMALL:
-            copy = TensorProto()
-            copy.CopyFrom(tensor)
-            copy.name = ""
-            small[name] = copy
-    return small
 
 
 @dataclass
@@ -154,8 +96,8 @@ class NodeChecks:
         self.opsets = {o.domain: o.version for o in model.opset_import}
         self.functions = {(f.domain, f.name): f for f in model.functions}
         self.ir = min(model.ir_version, rt.max_ir_version)
-        self.types = _declared_types(model)
-        self.constants = _small_constants(model)
+        self.types = probe.declared_types(model)
+        self.constants = probe.small_constants(model)
         given = {os.path.realpath(p) for p in libraries}
         self.known = [lib for lib in probe.known_libraries()
                       if os.path.realpath(lib.path) not in given]
@@ -180,13 +122,17 @@ class NodeChecks:
     def _input(self, name):
         if not name:
             return None
-        return self.constants.get(name) or self.types.get(name, UNKNOWN)
+        if name in self.constants:
+            return self.constants[name]
+        return self.types.get(name, UNKNOWN)
 
     def _signature(self, node, inputs) -> tuple:
         def key(value):
-            if value is None or isinstance(value, TensorProto):
-                return value and value.SerializeToString()
-            return probe._generalized(value, "").SerializeToString()
+            if value is None:
+                return None
+            if isinstance(value, TensorProto):  # a small constant: its value counts
+                return value.SerializeToString()
+            return probe.generalized(value, "").SerializeToString()
 
         attributes = tuple(sorted(
             (a.name, a.t.data_type, tuple(a.t.dims)) if a.type == AttributeProto.TENSOR
@@ -231,18 +177,25 @@ class NodeChecks:
 
     # -- explaining ------------------------------------------------------
     def _findings(self) -> list[Finding]:
-        findings, resolved = [], set()
+        """One finding per problem: signatures that fail alike share one."""
+        findings, resolved = {}, set()
         for found in self.probes.values():
             node = found.node
             if not found.outcome.ok:
                 finding = self._explain(found)
                 if finding:
-                    findings.append(finding)
+                    key = (finding.kind, finding.op, finding.summary, finding.fix)
+                    if key in findings:
+                        findings[key].nodes += finding.nodes
+                    else:
+                        findings[key] = finding
             elif self._custom(node) and (node.domain, node.op_type) not in self.functions \
                     and (node.domain, node.op_type) not in resolved:
                 resolved.add((node.domain, node.op_type))
-                findings.append(self._base(found, "info", "resolved",
-                                           f"resolved by {self._resolver(found)}", ort=""))
+                finding = self._base(found, "info", "resolved",
+                                     f"resolved by {self._resolver(found)}", ort="")
+                findings[id(finding)] = finding
+        findings = list(findings.values())
         if self.unchecked:
             labels = [label for label, _ in self.unchecked]
             reasons = sorted({why for _, why in self.unchecked})
@@ -287,9 +240,12 @@ class NodeChecks:
                                   "the range); pass constants it reads as attributes")
             return self._input_types(found)
         if "Exception during initialization" in message:
+            asked = ASKED_ATTRIBUTE.search(message)
+            fix = (f"give the node attribute '{asked[1]}' (onnx.helper.make_node(..., "
+                   f"{asked[1]}=...); TorchScript symbolic: g.op(..., {asked[1]}_i=...))"
+                   if asked else "give the node what the kernel's message asks for")
             return self._base(found, "error", "kernel-refused",
-                              "the kernel refused the node when the session created it",
-                              "give the node what the kernel's message asks for")
+                              "the kernel refused the node when the session created it", fix)
         return self._base(found, "error", "node", "ORT refuses this node",
                           "read ORT's message; run the doctor again after the fix")
 
@@ -297,7 +253,7 @@ class NodeChecks:
         if found.provider:
             lib = found.provider
             return self._base(found, "error", "unresolved-op",
-                              f"no registered library has this op; {lib.name}'s library does",
+                              f"no registered library has this op; the {lib.name} library does",
                               f"register it: {lib.registration()}", details=[lib.elsewhere()])
         known = ", ".join(lib.name for lib in self.known)
         return self._base(found, "error", "unresolved-op",
@@ -307,7 +263,7 @@ class NodeChecks:
                           "--library PATH) or write its kernel (an ORT custom-op library)")
 
     def _not_in_opset(self, found, op_type, domain, version) -> Finding:
-        later = [v for v in _since_versions(op_type, domain) if v > version]
+        later = [v for v in since_versions(op_type, domain) if v > version]
         if not later:
             return self._base(found, "error", "op-not-in-opset",
                               f"{op_type} is not an op of {domain_name(domain)} at any opset "
@@ -322,7 +278,8 @@ class NodeChecks:
         """The element types that load when given to all of ``indices`` at once."""
         accepted = []
         for elem in probe.ELEMENT_TYPES:
-            trial = [(_with_elem(v, elem) if i in indices else v) for i, v in enumerate(found.inputs)]
+            trial = [probe.with_elem(v, elem) if i in indices else v
+                     for i, v in enumerate(found.inputs)]
             if self.load(found.node, trial).ok:
                 accepted.append(probe.type_name(elem))
         return accepted
@@ -335,13 +292,13 @@ class NodeChecks:
         if named and named[1] in node.input:
             candidates = [list(node.input).index(named[1])]
         elif clash:
-            candidates = [i for i in present if _type_text(found.inputs[i]) == clash[2]]
+            candidates = [i for i in present if probe.type_text(found.inputs[i]) == clash[2]]
         else:
             candidates = present
         details, fix = [], "cast the inputs to the types the kernel takes"
         for i in candidates:
             accepted = self._accepted(found, {i})
-            given = _type_text(found.inputs[i])
+            given = probe.type_text(found.inputs[i])
             if accepted:
                 details.append(f"input {i} '{node.input[i]}': given {given}, "
                                f"the kernel takes {' or '.join(accepted)}")
@@ -365,7 +322,7 @@ class NodeChecks:
             trimmed.CopyFrom(node)
             del trimmed.input[i]
             outcome = self.load(trimmed, inputs)
-            asked = re.search(r"attribute(?: with name:)?\s*'?([A-Za-z_]\w*)", outcome.message)
+            asked = ASKED_ATTRIBUTE.search(outcome.message)
             if outcome.ok or not asked:
                 continue
             array = numpy_helper.to_array(value)
@@ -377,8 +334,8 @@ class NodeChecks:
                       AttributeProto.FLOATS: "fs"}.get(trimmed.attribute[-1].type, "t")
             return self._base(
                 found, "error", "attribute-as-input",
-                f"input {i} '{node.input[i]}' is a constant ({_type_text(value)} {python!r}) that "
-                f"the kernel reads as attribute '{asked[1]}'",
+                f"input {i} '{node.input[i]}' is a constant ({probe.type_text(value)} "
+                f"{python!r}) that the kernel reads as attribute '{asked[1]}'",
                 f"make it an attribute, {asked[1]}={python!r}, and drop the input "
                 f"(torch.onnx.ops.symbolic(..., attrs={{'{asked[1]}': {python!r}}}); "
                 f"TorchScript symbolic: g.op(..., {asked[1]}_{suffix}={python!r}))",
@@ -389,11 +346,14 @@ class NodeChecks:
         node = found.node
         version = self.version(node.domain)
         first = next((v for v in found.inputs if v is not None), None)
-        same = {i for i, v in enumerate(found.inputs) if v is not None and _elem(v) == _elem(first)}
+        same = {i for i, v in enumerate(found.inputs)
+                if v is not None and probe.elem_type(v) == probe.elem_type(first)}
         types = self._accepted(found, same) if first is not None else []
-        opsets = [v for v in _since_versions(node.op_type, node.domain) if v != version
+        schemas = since_versions(node.op_type, node.domain)
+        in_force = max((v for v in schemas if v <= version), default=None)
+        opsets = [v for v in schemas if v != in_force
                   and self.load(found.node, found.inputs, opsets=self.opsets | {node.domain: v}).ok]
-        given = ", ".join(_type_text(v) for v in found.inputs if v is not None)
+        given = ", ".join(probe.type_text(v) for v in found.inputs if v is not None)
         details = [f"given: {given}; probed: kernels at other opsets: "
                    f"{', '.join(map(str, opsets)) or 'none'}; "
                    f"other input types: {', '.join(types) or 'none'}"]
@@ -423,69 +383,6 @@ def body_problems(function: onnx.FunctionProto, model_opsets: dict) -> dict:
             if version is not None and not onnx.defs.has(node.op_type, version, node.domain):
                 missing, _ = problems.setdefault((node.op_type, node.domain), ({}, None))
                 missing[who] = version
-                later = [v for v in _since_versions(node.op_type, node.domain) if v > version]
+                later = [v for v in since_versions(node.op_type, node.domain) if v > version]
                 problems[node.op_type, node.domain] = (missing, tuple(later))
     return problems
-
-
-def function_findings(model: onnx.ModelProto, probes: dict, whole: Outcome) -> list[Finding]:
-    """Model-local functions whose body uses an op beyond the opset imported.
-    ORT's message is the whole model's when it names the op (the one a user
-    sees), else the calling node's."""
-    findings = []
-    opsets = {o.domain: o.version for o in model.opset_import}
-    for function in model.functions:
-        called = [f for f in probes.values()
-                  if (f.node.domain, f.node.op_type) == (function.domain, function.name)]
-        failed = [f.outcome.message for f in called if not f.outcome.ok]
-        for (op_type, domain), (missing, later) in body_problems(function, opsets).items():
-            needed = f"opset {later[0]}" if later else "an opset this onnx does not know"
-            imported = ", ".join(f"{who} imports {domain_name(domain)} {version}"
-                                 for who, version in missing.items())
-            said = [m for m in [whole.message, *failed] if op_type in m] or failed
-            target = later[0] if later else "N"
-            findings.append(Finding(
-                "error" if said else "warning", "function-opset",
-                f"the body of function {function.name} uses {op_type}, which needs {needed} "
-                f"(onnx.defs); {imported}",
-                f"import {domain_name(domain)} {target} in the function (onnxscript: "
-                f"from onnxscript.onnx_opset import opset{target} as op) and in the model "
-                f"(torch.onnx.export(..., opset_version={target}))",
-                op=f"{function.domain}::{function.name}", domain_version=opsets.get(function.domain),
-                nodes=[label for f in called for label in f.labels], ort=said[0] if said else "",
-                details=[] if called else ["no node calls it, so ORT never loads it"]))
-    return findings
-
-
-def output_type_findings(model: onnx.ModelProto, inferred: dict) -> list[Finding]:
-    """Custom-op outputs the model gives no element type or shape for."""
-    graph = model.graph
-    declared = {vi.name: vi.type for vi in [*graph.value_info, *graph.output]}
-    opsets = {o.domain: o.version for o in model.opset_import}
-    functions = {(f.domain, f.name) for f in model.functions}
-    grouped = {}
-    for index, node in enumerate(graph.node):
-        if node.domain in probe.STANDARD_DOMAINS or (node.domain, node.op_type) in functions:
-            continue
-        for name in filter(None, node.output):
-            tensor = declared[name].tensor_type if name in declared else None
-            placeholder = tensor is not None and tensor.HasField("shape") and tensor.shape.dim \
-                and all(re.fullmatch(re.escape(node.op_type) + r".*_dim_\d+", d.dim_param)
-                        for d in tensor.shape.dim)
-            if tensor is None or not tensor.elem_type or not tensor.HasField("shape") or placeholder:
-                entry = grouped.setdefault((node.domain, node.op_type), [[], []])
-                entry[0].append(node.name or f"#{index}")
-                ort_says = inferred.get(name)
-                entry[1].append(f"{name}: " + ("no type" if tensor is None or not tensor.elem_type
-                                               else "placeholder dims" if placeholder
-                                               else "no shape")
-                                + (f" (ORT infers {_type_text(ort_says)} of rank "
-                                   f"{len(ort_says.tensor_type.shape.dim)})" if ort_says else ""))
-    return [Finding("warning", "missing-output-type",
-                    "outputs without type or shape in the model: onnx shape inference and tools "
-                    "other than ORT see unknowns (the TorchScript exporter's 'shape inference of "
-                    f"{domain}::{op} is missing')",
-                    "declare them: torch.onnx.ops.symbolic(..., dtype=..., shape=...), or "
-                    ".setType(...) on the TorchScript symbolic's outputs",
-                    f"{domain}::{op}", opsets.get(domain), sorted(set(labels)), "", outputs[:4])
-            for (domain, op), (labels, outputs) in grouped.items()]

@@ -19,14 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import onnx
 from onnx import helper
 
 from customops import probe
-from customops.checks import Finding, NodeChecks, domain_name, function_findings, output_type_findings
+from customops.checks import Finding, NodeChecks, body_problems, domain_name, since_versions
+from customops.probe import Outcome
 
 class ModelReadError(ValueError):
     """The model file (or bytes) cannot be read as an ONNX model."""
@@ -53,8 +55,8 @@ class Diagnosis:
     def __str__(self) -> str:
         counts = {s: sum(f.severity == s for f in self.findings) for s in ("error", "warning")}
         libraries = ", ".join(os.path.basename(p) for p in self.libraries) or "none"
-        head = (f"{self.model}: onnxruntime {self.onnxruntime} (reads IR <= {self.max_ir_version}), "
-                f"libraries: {libraries}")
+        head = (f"{self.model}: onnxruntime {self.onnxruntime} "
+                f"(reads IR <= {self.max_ir_version}), libraries: {libraries}")
         body = [line for f in self.findings for line in f.lines()]
         tail = (f"{counts['error']} error(s), {counts['warning']} warning(s)"
                 + ("" if counts["error"] else ": the model loads"))
@@ -116,9 +118,14 @@ def _model_checks(model, rt: probe.Runtime) -> list[Finding]:
             "error", "ir-version",
             f"IR version {model.ir_version}: onnxruntime {rt.version} reads at most {max_ir} "
             "(found by loading empty models)", fix,
-            ort=rt.load(rt._empty_model({"": probe.SAFE_OPSET}, model.ir_version)).message,
+            ort=rt.load(model).message,
             details=["onnx.helper.make_model writes onnx's newest IR version unless given "
                      "ir_version=...; exporters write a lower one"]))
+    if not opsets:
+        findings.append(Finding(
+            "error", "opset", "the model imports no opset (a file cut short can look like this)",
+            "add one: model.opset_import.append(onnx.helper.make_opsetid('', N))",
+            op="ai.onnx", ort=rt.load(model).message))
     for domain, version in opsets.items():
         problem = rt.opset_problem(domain, version)
         if problem:
@@ -129,6 +136,75 @@ def _model_checks(model, rt: probe.Runtime) -> list[Finding]:
                 f"{rt.version} does not support", op=domain_name(domain), ort=problem,
                 fix=(f"export with opset {best} (the highest this runtime loads, probed), "
                      "or upgrade onnxruntime" if best else "upgrade onnxruntime")))
+    return findings
+
+
+def function_findings(model: onnx.ModelProto, probes: dict, whole: Outcome) -> list[Finding]:
+    """Model-local functions whose body uses an op beyond the opset imported.
+    ORT's message is the whole model's when it names the op (the one a user
+    sees), else the calling node's."""
+    findings = []
+    opsets = {o.domain: o.version for o in model.opset_import}
+    for function in model.functions:
+        called = [f for f in probes.values()
+                  if (f.node.domain, f.node.op_type) == (function.domain, function.name)]
+        failed = [f.outcome.message for f in called if not f.outcome.ok]
+        for (op_type, domain), (missing, later) in body_problems(function, opsets).items():
+            needed = f"opset {later[0]}" if later else "an opset this onnx does not know"
+            imported = ", ".join(f"{who} imports {domain_name(domain)} {version}"
+                                 for who, version in missing.items())
+            said = [m for m in [whole.message, *failed] if op_type in m] or failed
+            target = later[0] if later else "N"
+            findings.append(Finding(
+                "error" if said else "warning", "function-opset",
+                f"the body of function {function.name} uses {op_type}, which needs {needed} "
+                f"(onnx.defs); {imported}",
+                f"import {domain_name(domain)} {target} in the function (onnxscript: "
+                f"from onnxscript.onnx_opset import opset{target} as op) and in the model "
+                f"(torch.onnx.export(..., opset_version={target}))",
+                op=f"{function.domain}::{function.name}",
+                domain_version=opsets.get(function.domain),
+                nodes=[label for f in called for label in f.labels], ort=said[0] if said else "",
+                details=[] if called else ["no node calls it, so ORT never loads it"]))
+    return findings
+
+
+def output_type_findings(model: onnx.ModelProto, inferred: dict) -> list[Finding]:
+    """Custom-op outputs the model gives no element type or shape for."""
+    graph = model.graph
+    declared = {vi.name: vi.type.tensor_type for vi in [*graph.value_info, *graph.output]}
+    opsets = {o.domain: o.version for o in model.opset_import}
+    functions = {(f.domain, f.name) for f in model.functions}
+    grouped = {}  # (domain, op_type) -> ({node label: None}, {problem: [output names]})
+    for index, node in enumerate(graph.node):
+        if node.domain in probe.STANDARD_DOMAINS or (node.domain, node.op_type) in functions:
+            continue
+        for name in filter(None, node.output):
+            tensor = declared.get(name)
+            dims = tensor.shape.dim if tensor and tensor.HasField("shape") else None
+            # The TorchScript exporter invents dims named <op><output>_dim_<i> when it has no shape.
+            invented = dims and all(re.fullmatch(re.escape(node.op_type) + r".*_dim_\d+",
+                                                 d.dim_param) for d in dims)
+            problem = ("no type" if not tensor or not tensor.elem_type else
+                       "no shape" if dims is None else "only invented dims" if invented else None)
+            if problem:
+                if name in inferred:
+                    problem += f" (ORT infers {probe.type_text(inferred[name])})"
+                labels, problems = grouped.setdefault((node.domain, node.op_type), ({}, {}))
+                labels[node.name or f"#{index}"] = None
+                problems.setdefault(problem, []).append(name)
+    findings = []
+    for (domain, op), (labels, problems) in grouped.items():
+        details = [", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+                   + f": {problem}" for problem, names in problems.items()]
+        findings.append(Finding(
+            "warning", "missing-output-type",
+            "outputs without type or shape in the model: onnx shape inference and tools other "
+            f"than ORT see unknowns (the TorchScript exporter's 'shape inference of {domain}::{op} "
+            "is missing')",
+            "declare them: torch.onnx.ops.symbolic(..., dtype=..., shape=...), or .setType(...) "
+            "on the TorchScript symbolic's outputs",
+            f"{domain}::{op}", opsets.get(domain), list(labels), "", details))
     return findings
 
 

@@ -4,7 +4,7 @@ The doctor (customops.doctor) decides nothing from tables of supported ops:
 each question is a small model loaded into a real ``InferenceSession``, and
 the answer is whether it loads and, if not, ORT's own message.  So the
 answers stay right when onnxruntime changes.  Imports only onnx,
-onnxruntime and the standard library (no torch).
+onnxruntime, numpy and the standard library (no torch).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 # Domains whose ops ORT runs without any custom-op library.
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
@@ -28,6 +29,7 @@ ELEMENT_TYPES = [t for t in TensorProto.DataType.values() if t not in (
     TensorProto.UNDEFINED, TensorProto.COMPLEX64, TensorProto.COMPLEX128)
     and t < TensorProto.FLOAT8E4M3FN]
 SAFE_OPSET = 13  # an ai.onnx opset every supported runtime reads, for models with no nodes
+SMALL_CONSTANT = 16  # constants up to this many elements go into probes as values, not types
 
 
 def type_name(elem_type: int) -> str:
@@ -113,7 +115,8 @@ def ort_type(node_arg) -> onnx.TypeProto | None:
     match = re.fullmatch(r"tensor\((\w+)\)", node_arg.type)
     if not match or match[1].upper() not in TensorProto.DataType.keys():
         return None
-    shape = node_arg.shape if isinstance(node_arg.shape, list) else None
+    # ORT reports an unknown shape as [], like a scalar's: take it as unknown.
+    shape = node_arg.shape if isinstance(node_arg.shape, list) and node_arg.shape else None
     return helper.make_tensor_type_proto(TensorProto.DataType.Value(match[1].upper()), shape)
 
 
@@ -174,7 +177,7 @@ class Runtime:
         return None if outcome.ok else outcome.message
 
 
-def _generalized(type_proto: onnx.TypeProto, prefix: str) -> onnx.TypeProto:
+def generalized(type_proto: onnx.TypeProto, prefix: str) -> onnx.TypeProto:
     """The same type with every dimension a fresh symbol: a probe asks about
     kernels and types, not about one model's sizes."""
     general = onnx.TypeProto()
@@ -203,8 +206,73 @@ def node_model(node: onnx.NodeProto, inputs: list, opsets: dict, functions=(),
             constant.name = name
             initializers.append(constant)
         else:
-            graph_inputs.append(helper.make_value_info(name, _generalized(value, f"in{i}")))
+            graph_inputs.append(helper.make_value_info(name, generalized(value, f"in{i}")))
     outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
     graph = helper.make_graph([node], "probe", graph_inputs, outputs, initializers)
     return helper.make_model(graph, ir_version=ir_version, functions=list(functions),
                              opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+
+
+# -- what a node's inputs are, as a probe needs them -------------------------
+
+def type_text(value) -> str:
+    """ORT's spelling of the type of a TypeProto or TensorProto."""
+    if isinstance(value, TensorProto):
+        return type_name(value.data_type)
+    if value.HasField("tensor_type"):
+        return type_name(value.tensor_type.elem_type)
+    return "non-tensor"
+
+
+def elem_type(value) -> int:
+    """The element type of a TypeProto or TensorProto (0 if not a tensor)."""
+    if isinstance(value, TensorProto):
+        return value.data_type
+    return value.tensor_type.elem_type if value.HasField("tensor_type") else 0
+
+
+def with_elem(value, elem: int) -> onnx.TypeProto:
+    """A tensor type of ``value``'s rank with element type ``elem``."""
+    dims = list(value.dims) if isinstance(value, TensorProto) else (
+        [None] * len(value.tensor_type.shape.dim) if value.tensor_type.HasField("shape") else None)
+    return helper.make_tensor_type_proto(elem, dims)
+
+
+def declared_types(model: onnx.ModelProto) -> dict:
+    """Value name -> TypeProto, from the model and onnx's shape inference
+    (which knows the standard ops, not the custom ones)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001  an inference error is ORT's to report, per node
+        inferred = model
+    graph = inferred.graph
+    types = {vi.name: vi.type for vi in [*graph.input, *graph.value_info, *graph.output]
+             if elem_type(vi.type) or vi.type.HasField("sequence_type")}
+    for tensor in model.graph.initializer:
+        types[tensor.name] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
+    return types
+
+
+def small_constants(model: onnx.ModelProto) -> dict:
+    """Value name -> TensorProto (unnamed) for the initializers and Constant
+    outputs of at most SMALL_CONSTANT elements."""
+    found = {}
+    for tensor in model.graph.initializer:
+        found[tensor.name] = tensor
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.attribute:
+            attr = node.attribute[0]
+            if attr.name == "value":
+                found[node.output[0]] = attr.t
+            elif attr.name in ("value_int", "value_ints", "value_float", "value_floats"):
+                found[node.output[0]] = numpy_helper.from_array(
+                    np.asarray(helper.get_attribute_value(attr)))
+    small = {}
+    for name, tensor in found.items():
+        if tensor.data_location != TensorProto.EXTERNAL and \
+                np.prod(tensor.dims, dtype=int) <= SMALL_CONSTANT:
+            copy = TensorProto()
+            copy.CopyFrom(tensor)
+            copy.name = ""
+            small[name] = copy
+    return small
