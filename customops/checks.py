@@ -354,9 +354,9 @@ class NodeChecks:
         opsets = [v for v in schemas if v != in_force
                   and self.load(found.node, found.inputs, opsets=self.opsets | {node.domain: v}).ok]
         given = ", ".join(probe.type_text(v) for v in found.inputs if v is not None)
-        details = [f"given: {given}; probed: kernels at other opsets: "
+        details = [f"given: {given}; probed: loads at other opsets: "
                    f"{', '.join(map(str, opsets)) or 'none'}; "
-                   f"other input types: {', '.join(types) or 'none'}"]
+                   f"loads with input types: {', '.join(types) or 'none'}"]
         release, alternative = FIRST_RELEASE.get((node.domain, node.op_type), (None, None))
         fixes = [f"onnxruntime >= {release} has it"] if release else []
         fixes += [f"export at opset {opsets[-1]}"] if opsets else []

@@ -27,8 +27,9 @@ import onnx
 from onnx import helper
 
 from customops import probe
-from customops.checks import Finding, NodeChecks, body_problems, domain_name, since_versions
+from customops.checks import Finding, NodeChecks, body_problems, domain_name
 from customops.probe import Outcome
+
 
 class ModelReadError(ValueError):
     """The model file (or bytes) cannot be read as an ONNX model."""
@@ -94,16 +95,16 @@ def read_model(model) -> tuple[onnx.ModelProto, str]:
 
 
 def _ir_needed(opsets: dict) -> tuple[int, str]:
-    """The lowest IR version onnx's release table allows for these opsets, and why."""
-    columns = {"": 2, "ai.onnx": 2, "ai.onnx.ml": 3}
-    needed, why = 3, "no standard opset"
+    """The lowest IR version onnx's release table (onnx.helper.VERSION_TABLE)
+    allows for the model's standard opsets, and the opset that requires it."""
+    columns = {"": 2, "ai.onnx": 2, "ai.onnx.ml": 3}  # column of the opset in a table row
+    needs = [(3, "no standard opset")]
     for domain, version in opsets.items():
         if domain in columns:
-            rows = [row[1] for row in helper.VERSION_TABLE if row[columns[domain]] >= version]
-            ir = min(rows) if rows else max(row[1] for row in helper.VERSION_TABLE) + 1
-            if ir > needed or why == "no standard opset":
-                needed, why = max(needed, ir), f"{domain_name(domain)} {version} needs IR >= {ir}"
-    return needed, why
+            irs = [row[1] for row in helper.VERSION_TABLE if row[columns[domain]] >= version]
+            needs.append((min(irs) if irs else onnx.IR_VERSION + 1,
+                          f"{domain_name(domain)} {version}"))
+    return max(needs)
 
 
 def _model_checks(model, rt: probe.Runtime) -> list[Finding]:
@@ -111,9 +112,10 @@ def _model_checks(model, rt: probe.Runtime) -> list[Finding]:
     max_ir = rt.max_ir_version
     opsets = {o.domain: o.version for o in model.opset_import}
     if model.ir_version > max_ir:
-        needed, why = _ir_needed(opsets)
+        needed, opset = _ir_needed(opsets)
+        why = f"{opset} needs IR >= {needed}, onnx.helper.VERSION_TABLE"
         fix = (f"model.ir_version = {max_ir}  (the opsets allow it: {why})" if needed <= max_ir else
-               f"none by editing: {why}; export with a lower opset or upgrade onnxruntime")
+               f"none by editing ({why}): export at a lower opset or upgrade onnxruntime")
         findings.append(Finding(
             "error", "ir-version",
             f"IR version {model.ir_version}: onnxruntime {rt.version} reads at most {max_ir} "
@@ -230,21 +232,24 @@ def diagnose(model, libraries=()) -> Diagnosis:
     serialized bytes or an onnx.ModelProto) when ``libraries`` (custom-op
     library paths) are registered, each with its fix.  Raises ModelReadError
     if the model cannot be read."""
-    model, name = read_model(model)
+    proto, name = read_model(model)
     rt = probe.Runtime()
     libraries, findings = _check_libraries(libraries, rt)
-    findings += _model_checks(model, rt)
-    nodes = NodeChecks(model, rt, libraries)
+    findings += _model_checks(proto, rt)
+    nodes = NodeChecks(proto, rt, libraries)
     refused = {f.op for f in findings if f.kind == "opset"}  # every node probe would fail too
     if not refused & {domain_name(d) for d in probe.STANDARD_DOMAINS}:
         findings += nodes.run()
-    # The whole graph, as the deployment will load it (at an IR version it reads).
-    loadable = onnx.ModelProto()
-    loadable.CopyFrom(model)
-    loadable.ir_version = min(model.ir_version, rt.max_ir_version)
-    whole = rt.load(loadable, libraries, optimize=True)
-    findings += function_findings(model, nodes.probes, whole)
-    findings += output_type_findings(model, nodes.inferred)
+    # The whole graph, as the deployment will load it: from the file (ORT reads any
+    # external data itself), or a copy at an IR version this runtime reads.
+    whole = model if isinstance(model, (str, os.PathLike)) else proto
+    if proto.ir_version > rt.max_ir_version:
+        whole = onnx.ModelProto()
+        whole.CopyFrom(proto)
+        whole.ir_version = rt.max_ir_version
+    whole = rt.load(whole, libraries, optimize=True)
+    findings += function_findings(proto, nodes.probes, whole)
+    findings += output_type_findings(proto, nodes.inferred)
     if not whole.ok and not any(f.severity == "error" for f in findings):
         findings.append(Finding("error", "load", "the whole model does not load, although "
                                 "each node does on its own", ort=whole.message,

@@ -126,14 +126,17 @@ class Runtime:
     def __init__(self):
         self.version = onnxruntime.__version__
 
-    def load(self, model: onnx.ModelProto | bytes | str, libraries=(), optimize=False) -> Outcome:
+    def load(self, model, libraries=(), optimize=False) -> Outcome:
+        """Load ``model`` (ModelProto, bytes or path) with ``libraries`` registered."""
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 4  # the doctor reports errors itself; keep stderr quiet
         if not optimize:
             options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-        if isinstance(model, onnx.ModelProto):
-            model = model.SerializeToString()
         try:
+            if isinstance(model, onnx.ModelProto):
+                model = model.SerializeToString()  # fails above 2 GB: an answer too
+            elif not isinstance(model, bytes):
+                model = os.fspath(model)
             for library in libraries:
                 options.register_custom_ops_library(library)
             session = onnxruntime.InferenceSession(model, options,
