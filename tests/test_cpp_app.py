@@ -318,3 +318,26 @@ def test_command_line_errors(app, my_add_files):
         ([model, "--out"], "--out needs a value"),
     ]:
         assert_one_line_error(run_app(app, *args), fragment, status=2)
+
+
+def test_readme_deploy_commands(app, tmp_path):
+    """The README's "Deploy without Python" commands, after `make setup cpp`:
+    export with examples/cpp/export_knn.py, run with run_model; the result
+    is checked against a brute-force KNN in numpy."""
+    import sys
+    from helpers import knn_reference
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(library_path()).parent.parent), os.environ.get("PYTHONPATH", "")])}
+    export = subprocess.run([sys.executable, str(ROOT / "examples/cpp/export_knn.py"),
+                             str(tmp_path)], capture_output=True, text=True, env=env, timeout=600)
+    assert export.returncode == 0, export.stderr
+    done = run_app(app, "--library", library_path(), tmp_path / "knn_query.onnx",
+                   f"xyz={tmp_path / 'xyz.npy'}", f"offset={tmp_path / 'offset.npy'}",
+                   "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["idx: int32 (1000, 8)", "dist: float32 (1000, 8)"]
+    xyz, offset = np.load(tmp_path / "xyz.npy"), np.load(tmp_path / "offset.npy")
+    idx, dist = knn_reference(8, xyz, offset)
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "idx.npy"), idx)
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "dist.npy"), dist, rtol=1e-6)
