@@ -66,14 +66,19 @@ def test_compile_rejects_a_bad_call_while_tracing(op):
     import torch._dynamo
 
     case = next(c for c in all_cases(op) if c.id.startswith(op.inputs[0].name + "-int32"))
-    t = tensors(case.inputs)
+    args = op.torch_args(tensors(case.inputs), case.attrs)
+    tensor_at = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
 
     def call(*values):
-        return op.torch_op(*op.torch_args(dict(zip(t, values)), case.attrs))
+        full = list(args)
+        for i, value in zip(tensor_at, values):
+            full[i] = value
+        return op.torch_op(*full)
 
+    values = [args[i] for i in tensor_at]
     with pytest.raises(RuntimeError) as real:
-        call(*t.values())
+        call(*values)
     torch._dynamo.reset()
     with pytest.raises(torch._dynamo.exc.TorchRuntimeError) as traced:
-        torch.compile(call, backend="eager", fullgraph=True)(*t.values())
+        torch.compile(call, backend="eager", fullgraph=True)(*values)
     assert str(real.value) in str(traced.value)
