@@ -10,12 +10,14 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from .ort import DOMAIN, OPSET_VERSION
+
 # onnx 1.23 writes IR version 14 by default; onnxruntime 1.31 reads up to 13.
 IR_VERSION = 10
 OPSET = 19  # ORT's CPU DeformConv needs opset >= 19
 
 
-def single_node_model(op_type: str, inputs: dict, outputs, domain: str = "custom",
+def single_node_model(op_type: str, inputs: dict, outputs, domain: str = DOMAIN,
                       opset: int = OPSET, *, static_shapes: bool = False, extra_nodes=(),
                       **attrs) -> onnx.ModelProto:
     """A model with one node of ``op_type`` (after ``extra_nodes``, such as
@@ -44,5 +46,5 @@ def single_node_model(op_type: str, inputs: dict, outputs, domain: str = "custom
         [helper.make_empty_tensor_value_info(name) for name in outputs])
     opsets = [helper.make_opsetid("", opset)]
     if domain:
-        opsets.append(helper.make_opsetid(domain, 1))
+        opsets.append(helper.make_opsetid(domain, OPSET_VERSION))
     return helper.make_model(graph, opset_imports=opsets, ir_version=IR_VERSION)

@@ -16,18 +16,64 @@ from . import _C  # noqa: F401  (registers torch.ops.customops.*)
 __all__ = ["my_add", "knn_query", "KNNQuery", "deform_conv2d"]
 
 
+# --- checks the fake implementations share with the C++ binding ------------------
+#
+# A fake (meta) implementation runs instead of the kernel when torch.export or
+# torch.compile trace a call.  Ours repeat the C++ checks that need no tensor
+# data (device, dtype, rank, shape, nsample), in the same order and with the
+# same words, so that a bad call fails while tracing, not later at run time or
+# in ONNX Runtime.  tests/test_fake.py holds the two to the same messages.
+
+# c10's names for dtypes, as TORCH_CHECK prints them.
+_C10_NAMES = {
+    torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
+    torch.bfloat16: "BFloat16", torch.int8: "Char", torch.uint8: "Byte", torch.int16: "Short",
+    torch.int32: "Int", torch.int64: "Long", torch.bool: "Bool",
+    torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+}
+
+
+def _dtype_name(dtype):
+    return _C10_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def _dtype_names(dtypes):
+    names = [_dtype_name(d) for d in dtypes]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _shape(t):
+    return "[" + ", ".join(str(d) for d in t.shape) + "]"
+
+
+def _check_tensor(t, op, name, dtypes):
+    """check_tensor in csrc/torch/ops.cpp: device, then dtype."""
+    torch._check(t.device.type == "cpu",
+                 lambda: f"{op}: {name} must be a CPU tensor, got {t.device}")
+    torch._check(t.dtype in dtypes,
+                 lambda: f"{op}: {name} must be {_dtype_names(dtypes)}, got {_dtype_name(t.dtype)}")
+
+
 # --- my_add -----------------------------------------------------------------
+
+MY_ADD_DTYPES = (torch.float32, torch.float64, torch.float16)
 
 
 def my_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """2 * a + b for float32 CPU tensors of one shape."""
+    """2 * a + b for CPU tensors of one shape and one dtype (float32, float64 or
+    float16, computed in float32), in any layout; the result is contiguous."""
     return torch.ops.customops.my_add(a, b)
 
 
 @torch.library.register_fake("customops::my_add")
 def _(a, b):
-    torch._check(a.shape == b.shape, lambda: "my_add: b must have the shape of a")
-    return torch.empty_like(a)
+    _check_tensor(a, "my_add", "a", MY_ADD_DTYPES)
+    _check_tensor(b, "my_add", "b", MY_ADD_DTYPES)
+    torch._check(b.dtype == a.dtype, lambda: f"my_add: b must have the dtype of a, "
+                 f"{_dtype_name(a.dtype)}, got {_dtype_name(b.dtype)}")
+    torch._check(a.shape == b.shape,
+                 lambda: f"my_add: b must have the shape of a {_shape(a)}, got {_shape(b)}")
+    return a.new_empty(a.shape)
 
 
 def _my_add_backward(ctx, grad):
@@ -39,10 +85,43 @@ torch.library.register_autograd("customops::my_add", _my_add_backward)
 
 # --- knn_query ----------------------------------------------------------------
 
+OFFSET_DTYPES = (torch.int32, torch.int64)
+# csrc/kernels/knn_query.cpp
+KNN_MAX_NSAMPLE = 65536
+KNN_MAX_OUTPUT_ELEMENTS = 1 << 28
+
 
 @torch.library.register_fake("customops::knn_query")
 def _(nsample, xyz, offset, new_xyz=None, new_offset=None):
+    op = "knn_query"
+    _check_tensor(xyz, op, "xyz", (torch.float32,))
+    _check_tensor(offset, op, "offset", OFFSET_DTYPES)
+    if new_xyz is not None:
+        _check_tensor(new_xyz, op, "new_xyz", (torch.float32,))
+    if new_offset is not None:
+        _check_tensor(new_offset, op, "new_offset", OFFSET_DTYPES)
+    # knn_query_check, in its order; the offsets' values are only seen at run time.
+    torch._check(xyz.dim() == 2 and xyz.shape[1] == 3,
+                 lambda: f"{op}: xyz must have shape (n, 3), got {_shape(xyz)}")
+    torch._check(offset.dim() == 1 and offset.shape[0] >= 1,
+                 lambda: f"{op}: offset must be 1-D with at least one element, got shape "
+                 f"{_shape(offset)}")
+    torch._check((new_xyz is None) == (new_offset is None),
+                 lambda: f"{op}: new_xyz and new_offset must be given together")
+    if new_xyz is not None:
+        torch._check(new_xyz.dim() == 2 and new_xyz.shape[1] == 3,
+                     lambda: f"{op}: new_xyz must have shape (m, 3), got {_shape(new_xyz)}")
+        torch._check(new_offset.shape == offset.shape,
+                     lambda: f"{op}: new_offset must have the shape of offset {_shape(offset)}, "
+                     f"got {_shape(new_offset)}")
+    torch._check(nsample >= 1, lambda: f"{op}: nsample must be at least 1, got {nsample}")
+    torch._check(nsample <= KNN_MAX_NSAMPLE,
+                 lambda: f"{op}: nsample must be at most {KNN_MAX_NSAMPLE}, got {nsample}")
     m = (new_xyz if new_xyz is not None else xyz).shape[0]
+    if isinstance(m, int):  # a bound on a dynamic m would specialize it: left to run time
+        torch._check(m <= KNN_MAX_OUTPUT_ELEMENTS // nsample,
+                     lambda: f"{op}: m * nsample must be at most {KNN_MAX_OUTPUT_ELEMENTS} "
+                     f"(1 GiB per output), got m = {m}, nsample = {nsample}")
     idx = xyz.new_empty((m, nsample), dtype=torch.int32)
     return idx, xyz.new_empty((m, nsample))
 
@@ -73,7 +152,8 @@ class KNNQuery(torch.autograd.Function):
 
 
 def knn_query(nsample: int, xyz, offset, new_xyz=None, new_offset=None):
-    """idx (m, nsample) int32 and dist (m, nsample) float32; see csrc/kernels/knn_query.h."""
+    """idx (m, nsample) int32 and dist (m, nsample) float32; see csrc/kernels/knn_query.h.
+    xyz and new_xyz are float32 in any layout, offsets int32 or int64."""
     return KNNQuery.apply(nsample, xyz, offset, new_xyz, new_offset)
 
 

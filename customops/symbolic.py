@@ -19,7 +19,7 @@ from torch.onnx.symbolic_helper import (
     parse_args,
 )
 
-DOMAIN = "custom"
+from .ort import DOMAIN
 
 
 def _absent(value):
@@ -36,9 +36,18 @@ def _optional_inputs(g, *values):
     return [_optional_input_placeholder_tensor(g) if _absent(v) else v for v in values]
 
 
+def _int32(g, value):
+    """int64 offsets (which PyTorch accepts) cast to the int32 of the ONNX
+    contract; int32 ones, and absent ones, pass unchanged."""
+    if _absent(value) or value.type().scalarType() != "Long":
+        return value
+    cast = g.op("Cast", value, to_i=torch.onnx.TensorProtoDataType.INT32)
+    return cast.setType(value.type().with_dtype(torch.int32))
+
+
 def knn_query_node(g, nsample, xyz, offset, new_xyz=None, new_offset=None):
     """custom::knnquery with nsample as an attribute and fully typed outputs."""
-    inputs = [xyz, offset, *_optional_inputs(g, new_xyz, new_offset)]
+    inputs = [xyz, _int32(g, offset), *_optional_inputs(g, new_xyz, _int32(g, new_offset))]
     idx, dist = g.op(f"{DOMAIN}::knnquery", *inputs, nsample_i=nsample, outputs=2)
     queries = xyz if _absent(new_xyz) else new_xyz
     m = _size(queries, 0)

@@ -17,25 +17,30 @@ return annotation, or the exporter cannot count the outputs.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, TypeVar, Union
 
 import onnxscript
 import torch
-from onnxscript import FLOAT, INT32
+from onnxscript import DOUBLE, FLOAT, FLOAT16, INT32, INT64
+from onnxscript import opset18 as op
 
 from . import ops  # noqa: F401  (defines torch.ops.customops.*)
+from .ort import DOMAIN, OPSET_VERSION
 
-custom = onnxscript.values.Opset("custom", 1)
+custom = onnxscript.values.Opset(DOMAIN, OPSET_VERSION)
 _translations = onnxscript.values.Opset("customops.translations", 1)
+
+TFloat = TypeVar("TFloat", bound=Union[FLOAT, DOUBLE, FLOAT16])
+TOffset = TypeVar("TOffset", bound=Union[INT32, INT64])
 
 
 @onnxscript.script(_translations)
-def my_add(a: FLOAT, b: FLOAT) -> FLOAT:
+def my_add(a: TFloat, b: TFloat) -> TFloat:
     return custom.my_add(a, b)
 
 
 @onnxscript.script(_translations)
-def knn_query(
+def knnquery(
     nsample: int,
     xyz: FLOAT,
     offset: INT32,
@@ -44,6 +49,25 @@ def knn_query(
 ) -> tuple[INT32, FLOAT]:
     idx, dist = custom.knnquery(xyz, offset, new_xyz, new_offset, nsample=nsample)
     return idx, dist
+
+
+def _int32(offsets):
+    """int64 offsets (which PyTorch accepts) cast to the ONNX op's int32."""
+    if offsets is None or offsets.dtype == INT32.dtype:
+        return offsets
+    return op.Cast(offsets, to=INT32.dtype)
+
+
+def knn_query(
+    nsample: int,
+    xyz: FLOAT,
+    offset: TOffset,
+    new_xyz: Optional[FLOAT] = None,
+    new_offset: Optional[TOffset] = None,
+) -> tuple[INT32, FLOAT]:
+    # A plain function, run while exporting, so it can look at the offsets'
+    # dtype; the script function above becomes the node.
+    return knnquery(nsample, xyz, _int32(offset), new_xyz, _int32(new_offset))
 
 
 @onnxscript.script(_translations)

@@ -40,6 +40,7 @@ def export(model, args, *, dynamo: bool, opset_version: int = DEFAULT_OPSET,
         kwargs.update(custom_translation_table=table, verbose=not quiet)
     else:
         symbolic.register()
+        kwargs["custom_opsets"] = {ort.DOMAIN: ort.OPSET_VERSION, **kwargs.get("custom_opsets", {})}
     with warnings.catch_warnings(), (native_output() if quiet else contextlib.nullcontext()):
         if quiet:
             warnings.simplefilter("ignore")

@@ -48,6 +48,7 @@ import onnxscript
 import pytest
 
 import browser
+from optable import DOMAIN, OPS
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -205,11 +206,15 @@ class Case:
     outputs: list[str] = field(default_factory=list)
 
 
+def _ours(build, name, outputs):
+    return Case(build, OPS[name].onnx_name, DOMAIN, outputs=outputs)
+
+
 CASES = {
     "asinh": Case(_asinh, "Asinh", "ai.onnx", outputs=["y"]),
-    "deform_conv2d": Case(_deform_conv2d, "deform_conv2d", "custom", outputs=["output"]),
-    "my_add": Case(_my_add, "my_add", "custom", outputs=["c"]),
-    "knnquery": Case(_knnquery, "knnquery", "custom", outputs=["idx", "dist"]),
+    "deform_conv2d": _ours(_deform_conv2d, "deform_conv2d", ["output"]),
+    "my_add": _ours(_my_add, "my_add", ["c"]),
+    "knnquery": _ours(_knnquery, "knn_query", ["idx", "dist"]),
     "selu_function": Case(_selu_function, "Selu", "custom-onnx-script", function=True,
                           outputs=["y"]),
 }

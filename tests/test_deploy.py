@@ -27,26 +27,25 @@ import torch
 
 import customops
 from customops.verify import export
-from helpers import random_clouds
+from optable import BY_ONNX_NAME, DOMAIN, OPS, basic_samples
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_MODELS = ROOT / "notebooks" / "models"
-DOMAIN = "custom"
 
 
-class MyAdd(torch.nn.Module):
-    def forward(self, a, b):
-        return customops.my_add(a, b)
+class Call(torch.nn.Module):
+    """One op of the table through its Python API, the tensors the sample
+    gives as the model's inputs and its attributes as constants."""
 
+    def __init__(self, op, sample):
+        super().__init__()
+        self.op, self.attrs = op, sample.attrs
+        self.names = [k for k, v in sample.inputs.items() if v is not None]
 
-class Knn(torch.nn.Module):
-    def forward(self, xyz, offset, new_xyz, new_offset):
-        return customops.knn_query(8, xyz, offset, new_xyz, new_offset)
-
-
-class KnnSelf(torch.nn.Module):
-    def forward(self, xyz, offset):
-        return customops.knn_query(5, xyz, offset)
+    def forward(self, *values):
+        tensors = {name: None for name in self.op.input_names}
+        tensors.update(zip(self.names, values))
+        return self.op.python(tensors, self.attrs)
 
 
 class Deform(torch.nn.Module):
@@ -59,38 +58,26 @@ class Deform(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.randn(6, generator=generator))
         self.use_mask = use_mask
 
-    def forward(self, x, offset, mask):
+    def forward(self, x, offset, mask=None):
         return customops.deform_conv2d(x, offset, self.weight, self.bias, padding=(1, 1),
                                        mask=mask if self.use_mask else None)
 
 
-class DeformNoMask(Deform):
-    """The node that skips a middle optional input: bias given, mask absent."""
-
-    def __init__(self):
-        super().__init__(use_mask=False)
-
-    def forward(self, x, offset):
-        return customops.deform_conv2d(x, offset, self.weight, self.bias, padding=(1, 1))
-
-
 def cases():
+    """Every basic sample of every op, and deform_conv2d with parameters."""
+    models = {f"{op.name}-{s.id}": (Call(op, s), {k: v for k, v in s.inputs.items()
+                                                   if v is not None})
+              for op in OPS.values() for s in basic_samples(op)}
     rng = np.random.default_rng(11)
-    t = lambda a: torch.from_numpy(a)  # noqa: E731
-    xyz, offset = random_clouds(rng, [40, 25])
-    new_xyz, new_offset = random_clouds(rng, [10, 7])
     x = rng.standard_normal((1, 4, 7, 7), dtype=np.float32)
     deform_offset = 2 * rng.standard_normal((1, 18, 7, 7), dtype=np.float32)
     mask = rng.random((1, 9, 7, 7), dtype=np.float32)
-    a, b = (rng.standard_normal((3, 4), dtype=np.float32) for _ in range(2))
-    return {
-        "my_add": (MyAdd(), {"a": a, "b": b}),
-        "knn_query": (Knn(), {"xyz": xyz, "offset": offset, "new_xyz": new_xyz,
-                              "new_offset": new_offset}),
-        "knn_query_self": (KnnSelf(), {"xyz": xyz, "offset": offset}),
-        "deform_conv2d": (Deform(), {"x": x, "offset": deform_offset, "mask": mask}),
-        "deform_conv2d_nomask": (DeformNoMask(), {"x": x, "offset": deform_offset}),
-    }, t
+    models["deform_conv2d-parameters"] = (Deform(), {"x": x, "offset": deform_offset,
+                                                     "mask": mask})
+    # the node that skips a middle optional input: bias given, mask absent
+    models["deform_conv2d-parameters-nomask"] = (Deform(use_mask=False),
+                                                 {"x": x, "offset": deform_offset})
+    return models, torch.from_numpy
 
 
 def uses_custom_domain(model: onnx.ModelProto) -> bool:
@@ -98,14 +85,17 @@ def uses_custom_domain(model: onnx.ModelProto) -> bool:
     return any(n.domain == DOMAIN for n in nodes)
 
 
-def kind(model: onnx.ModelProto) -> str:
-    """What the child can check the outputs against."""
-    ops = [(n.domain, n.op_type) for n in model.graph.node]
-    if ops == [(DOMAIN, "my_add")]:
-        return "my_add"
-    if ops == [(DOMAIN, "knnquery")]:
-        return "knn_query"
-    return "other"
+def kind(model: onnx.ModelProto) -> tuple[str, dict]:
+    """The op whose reference the torch-free child can check the outputs
+    against (a single node of ours whose reference needs no torch), and the
+    node's attributes; ("other", {}) otherwise."""
+    nodes = list(model.graph.node)
+    if len(nodes) == 1 and nodes[0].domain == DOMAIN and nodes[0].op_type in BY_ONNX_NAME:
+        op = BY_ONNX_NAME[nodes[0].op_type]
+        if op.torch_free_reference:
+            return op.name, {a.name: onnx.helper.get_attribute_value(a)
+                             for a in nodes[0].attribute}
+    return "other", {}
 
 
 CHILD = textwrap.dedent("""
@@ -116,8 +106,8 @@ CHILD = textwrap.dedent("""
     import onnxruntime
     from customops.ort import session
     import customops                     # the package root stays torch-free too
-    sys.path.insert(0, sys.argv[2])      # tests/: helpers (numpy and onnx only)
-    from helpers import knn_reference
+    sys.path.insert(0, sys.argv[2])      # tests/: helpers, optable (numpy and onnx only)
+    from optable import OPS
 
     plan = json.loads(open(sys.argv[1]).read())
     ran = []
@@ -185,14 +175,11 @@ CHILD = textwrap.dedent("""
                 (item["model"], out.name, out.shape, value.shape)
             if value.dtype.kind == "f":
                 assert not np.isnan(value).any(), (item["model"], out.name)
-        if item["kind"] == "my_add":
-            np.testing.assert_allclose(got[0], 2 * feeds["a"] + feeds["b"], rtol=1e-6)
-        elif item["kind"] == "knn_query":
-            idx, dist = got
-            ref_idx, ref_dist = knn_reference(idx.shape[1], feeds["xyz"], feeds["offset"],
-                                              feeds.get("new_xyz"), feeds.get("new_offset"))
-            np.testing.assert_array_equal(idx, ref_idx)
-            np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
+        if item["kind"] != "other":
+            op = OPS[item["kind"]]
+            inputs = {name: feeds.get(name) for name in op.input_names}
+            for g, e in zip(got, op.reference(inputs, item["attrs"])):
+                np.testing.assert_allclose(g, e, rtol=max(op.rtol, 1e-6), atol=op.atol)
         ran.append(item["model"])
 
     loaded = [m for m, v in sys.modules.items() if v is not None and m.split(".")[0] == "torch"]
@@ -207,7 +194,8 @@ def notebook_models():
     for path in sorted(NOTEBOOK_MODELS.glob("*.onnx")):
         model = onnx.load(path, load_external_data=False)
         if uses_custom_domain(model):
-            found.append({"model": str(path), "kind": kind(model)})
+            op, attrs = kind(model)
+            found.append({"model": str(path), "kind": op, "attrs": attrs})
     return found
 
 
@@ -236,7 +224,7 @@ def export_cases(folder: Path) -> list[dict]:
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         for dynamo in (False, True):
             exporter = "dynamo" if dynamo else "torchscript"
-            kwargs = {} if dynamo else {"input_names": list(inputs)}
+            kwargs = {"input_names": list(inputs)}
             model = export(module, args, dynamo=dynamo, **kwargs)
             assert uses_custom_domain(model), (name, exporter)
             path = folder / f"{name}_{exporter}.onnx"

@@ -8,24 +8,16 @@ from scipy.spatial import cKDTree
 import customops
 from customops.ort import session
 from customops.verify import verify
-from helpers import feeds, knn_reference, random_clouds, single_node_model
+from helpers import feeds, random_clouds, single_node_model
+from optable import OPS, tensors
 
-# (cloud sizes, query cloud sizes or None for "queries are the points", nsample)
-CASES = [
-    ([1], None, 1),
-    ([50], None, 8),
-    ([200], [40], 16),
-    ([30, 0, 70], [5, 3, 9], 12),      # an empty cloud (its queries get -1 / inf)
-    ([5, 9], None, 16),                # nsample larger than every cloud
-    ([300, 120, 1, 77], [60, 0, 2, 11], 32),
-    ([0], [0], 4),                     # nothing at all
-    ([1000], [250], 1),
-]
+OP = OPS["knn_query"]
+SAMPLES = OP.samples(np.random.default_rng(0))
 
 
-def run_torch(nsample, xyz, offset, new_xyz=None, new_offset=None):
-    t = lambda a: None if a is None else torch.from_numpy(a)  # noqa: E731
-    idx, dist = customops.knn_query(nsample, t(xyz), t(offset), t(new_xyz), t(new_offset))
+def run_torch(nsample, xyz, offset, new_xyz=None, new_offset=None, noncontiguous=()):
+    inputs = dict(xyz=xyz, offset=offset, new_xyz=new_xyz, new_offset=new_offset)
+    idx, dist = OP.python(tensors(inputs, noncontiguous), {"nsample": nsample})
     return idx.numpy(), dist.numpy()
 
 
@@ -35,21 +27,17 @@ def run_ort(nsample, xyz, offset, new_xyz=None, new_offset=None):
     return session(model).run(None, feeds(inputs))
 
 
-def make_case(rng, sizes, query_sizes, duplicates=False):
-    xyz, offset = random_clouds(rng, sizes, duplicates=duplicates)
-    if query_sizes is None:
-        return xyz, offset, None, None
-    new_xyz, new_offset = random_clouds(rng, query_sizes)
-    return xyz, offset, new_xyz, new_offset
-
-
-@pytest.mark.parametrize("run", [run_torch, run_ort], ids=["torch", "ort"])
-@pytest.mark.parametrize("duplicates", [False, True], ids=["distinct", "duplicates"])
-@pytest.mark.parametrize("sizes,query_sizes,nsample", CASES, ids=str)
-def test_matches_brute_force(rng, run, duplicates, sizes, query_sizes, nsample):
-    xyz, offset, new_xyz, new_offset = make_case(rng, sizes, query_sizes, duplicates)
-    idx, dist = run(nsample, xyz, offset, new_xyz, new_offset)
-    ref_idx, ref_dist = knn_reference(nsample, xyz, offset, new_xyz, new_offset)
+@pytest.mark.parametrize("binding,sample", [
+    pytest.param(binding, s, id=f"{binding}-{s.id}") for s in SAMPLES for binding in ("torch", "ort")
+    if binding == "torch" or OP.runs_in_ort(s.inputs)])
+def test_matches_brute_force(binding, sample):
+    """Every sample of the table; int64 offsets in PyTorch only (the ONNX
+    contract is float32 points, int32 offsets)."""
+    x, nsample = sample.inputs, sample.attrs["nsample"]
+    args = (nsample, x["xyz"], x["offset"], x["new_xyz"], x["new_offset"])
+    idx, dist = run_torch(*args, noncontiguous=sample.noncontiguous) if binding == "torch" \
+        else run_ort(*args)
+    ref_idx, ref_dist = OP.reference(x, sample.attrs)
     np.testing.assert_array_equal(idx, ref_idx)
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6, atol=0)
     assert idx.dtype == np.int32 and dist.dtype == np.float32
@@ -70,15 +58,6 @@ def test_matches_ckdtree_on_large_clouds(rng, run, kind):
     ref_dist, ref_idx = cKDTree(xyz).query(queries, k=k)
     np.testing.assert_array_equal(idx, ref_idx)
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
-
-
-def test_opcheck(rng):
-    xyz, offset = random_clouds(rng, [20, 13])
-    q, qo = random_clouds(rng, [4, 6])
-    for args in [(5, xyz, offset), (5, xyz, offset, q, qo)]:
-        torch.library.opcheck(torch.ops.customops.knn_query.default,
-                              tuple(torch.from_numpy(a) if isinstance(a, np.ndarray) else a
-                                    for a in args))
 
 
 class KNN(torch.nn.Module):
@@ -115,3 +94,32 @@ def test_export_runs_in_ort(rng, dynamo, with_queries):
     assert (node.domain, node.op_type, len(node.input), len(node.output)) == (
         "custom", "knnquery", len(names), 2)
     assert [(a.name, a.i) for a in node.attribute] == [("nsample", 8)]
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("with_queries", [False, True], ids=["self", "queries"])
+def test_int64_offsets_export_with_a_cast(rng, dynamo, with_queries):
+    """PyTorch takes int64 offsets; the ONNX node takes int32, so both exporters
+    put a Cast in front of it (and only then)."""
+    xyz, offset = random_clouds(rng, [30, 22])
+    args = [torch.from_numpy(xyz), torch.from_numpy(offset).long()]
+    if with_queries:
+        q, qo = random_clouds(rng, [5, 9])
+        args += [torch.from_numpy(q), torch.from_numpy(qo).long()]
+    model = verify(KNN(6), tuple(args), dynamo=dynamo, verbose=False)
+    ops = [n.op_type for n in model.graph.node]
+    assert sorted(ops) == sorted(["Cast"] * (1 + with_queries) + ["knnquery"]), ops
+    offset_input = model.graph.input[1].type.tensor_type.elem_type
+    assert offset_input == 7  # int64 in the graph's signature, cast inside
+
+
+def test_export_refuses_float64_points_while_tracing():
+    """The fake kernel checks dtypes: torch.export fails at export time, with
+    the message the C++ kernel gives, not later in ORT."""
+    xyz = torch.rand(10, 3, dtype=torch.float64)
+    offset = torch.tensor([4, 10], dtype=torch.int32)
+    with pytest.raises(Exception, match=r"knn_query: xyz must be Float, got Double") as raised:
+        torch.export.export(KNN(3), (xyz, offset))
+    with pytest.raises(RuntimeError) as real:
+        customops.knn_query(3, xyz, offset)
+    assert str(real.value) in str(raised.value)

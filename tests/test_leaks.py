@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import customops
+from optable import OPS, basic_samples
 
 RUNS = 10_000
 WARMUP = 500
@@ -34,7 +35,7 @@ CHILD = textwrap.dedent("""
     import numpy as np
     import onnxruntime
     from customops.ort import session
-    from helpers import feeds, random_clouds, single_node_model
+    from helpers import feeds, single_node_model
 
     PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -42,25 +43,9 @@ CHILD = textwrap.dedent("""
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * PAGE / 2**20
 
-    rng = np.random.default_rng(0)
-    f32 = lambda *s: rng.standard_normal(s, dtype=np.float32)
-    xyz, offset = random_clouds(rng, [20, 12])
-    new_xyz, new_offset = random_clouds(rng, [5, 4])
-    dcn = dict(input=f32(1, 4, 6, 6), weight=f32(4, 2, 3, 3), offset=f32(1, 36, 4, 4),
-               mask=f32(1, 18, 4, 4), bias=f32(4))
-    dcn_attrs = dict(stride=[1, 1], padding=[0, 0], dilation=[1, 1], groups=2,
-                     offset_groups=2)
-    CASES = {{
-        "my_add": ("my_add", dict(a=f32(4, 5), b=f32(4, 5)), ["c"], {{}},
-                   dict(b=f32(5, 4))),
-        "knn_query": ("knnquery", dict(xyz=xyz, offset=offset, new_xyz=new_xyz,
-                      new_offset=new_offset), ["idx", "dist"], {{"nsample": 6}},
-                      dict(offset=np.array([13, 12], np.int32))),
-        "deform_conv2d": ("deform_conv2d", dcn, ["y"], dcn_attrs,
-                          dict(mask=f32(1, 9, 4, 4))),
-        "deform_conv2d_nomask": ("deform_conv2d", dict(dcn, mask=None), ["y"], dcn_attrs,
-                                 dict(bias=f32(5))),
-    }}
+    from optable import OPS, basic_samples
+
+    CASES = {{f"{{op.name}}-{{s.id}}": (op, s) for op in OPS.values() for s in basic_samples(op)}}
 
     def measure(run, runs, warmup):
         for _ in range(warmup):
@@ -71,15 +56,15 @@ CHILD = textwrap.dedent("""
         return rss_mb() - before
 
     results = {{}}
-    for name, (op_type, inputs, outputs, attrs, bad) in CASES.items():
+    for name, (op, sample) in CASES.items():
         # new options per session: customops.ort.session registers the library in them
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 4  # the refused runs would log an error line each
-        sess = session(single_node_model(op_type, inputs, outputs, **attrs),
-                       sess_options=options)
-        good = feeds(inputs)
+        sess = session(single_node_model(op.onnx_name, sample.inputs, op.output_names,
+                                         **sample.attrs), sess_options=options)
+        good = feeds(sample.inputs)
         results[name] = measure(lambda: sess.run(None, good), {runs}, {warmup})
-        bad_feeds = feeds(dict(inputs, **bad))
+        bad_feeds = feeds(dict(sample.inputs, **op.refuse(sample)))
 
         def refused():
             try:
@@ -110,8 +95,8 @@ def growth():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("case", ["my_add", "knn_query", "deform_conv2d",
-                                  "deform_conv2d_nomask"])
+@pytest.mark.parametrize("case", [f"{op.name}-{s.id}" for op in OPS.values()
+                                  for s in basic_samples(op)])
 @pytest.mark.parametrize("path", ["", " (refused)"], ids=["valid", "refused"])
 def test_resident_memory_stays_flat(growth, case, path, capsys):
     mb = growth[case + path]

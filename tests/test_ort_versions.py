@@ -13,6 +13,7 @@ import numpy as np
 
 from customops.ort import library_path
 from helpers import single_node_model
+from optable import OPS, basic_samples
 
 SCRIPT = textwrap.dedent("""
     import sys, numpy as np, onnxruntime as ort
@@ -28,26 +29,17 @@ SCRIPT = textwrap.dedent("""
 
 
 def models(tmp_path):
-    """One single-node model per op with its inputs and the pinned
+    """One single-node model per basic sample of each op, with its inputs and the pinned
     runtime's outputs, written where the other venv can read them."""
     from customops.ort import session
 
-    rng = np.random.default_rng(0)
-    cases = {
-        "my_add": ({"a": rng.random((3, 4), np.float32), "b": rng.random((3, 4), np.float32)},
-                   ["c"], {}),
-        "knnquery": ({"xyz": rng.random((50, 3), np.float32),
-                      "offset": np.array([20, 50], np.int32)}, ["idx", "dist"], {"nsample": 6}),
-        "deform_conv2d": ({"input": rng.random((1, 2, 5, 5), np.float32),
-                           "weight": rng.random((3, 2, 3, 3), np.float32),
-                           "offset": rng.random((1, 18, 3, 3), np.float32),
-                           "mask": None, "bias": rng.random(3, np.float32)}, ["y"], {}),
-    }
+    cases = {f"{op.name}-{s.id}": (op, s) for op in OPS.values() for s in basic_samples(op)}
     written = {}
-    for op, (inputs, outputs, attrs) in cases.items():
-        model = single_node_model(op, inputs, outputs, opset=17, **attrs)
+    for name, (op, sample) in cases.items():
+        inputs, outputs = sample.inputs, op.output_names
+        model = single_node_model(op.onnx_name, inputs, outputs, opset=17, **sample.attrs)
         model.ir_version = 8
-        path = tmp_path / f"{op}.onnx"
+        path = tmp_path / f"{name}.onnx"
         path.write_bytes(model.SerializeToString())
         present = {k: v for k, v in inputs.items() if v is not None}
         for name, value in present.items():

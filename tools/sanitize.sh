@@ -28,7 +28,14 @@ PY=${PY:-$ROOT/.venv/bin/python}
 OUT=${SANITIZE_DIR:-$ROOT/build/sanitize}
 SRC=$OUT/src
 LOG=$OUT/test.log
-TESTS=${SANITIZE_TESTS:-"tests/test_my_add.py tests/test_knn_query.py tests/test_deform_conv2d.py tests/test_errors.py tests/test_fuzz.py"}
+# Default: each op's own tests (tests/test_<op>.py for every op of tests/optable.py),
+# the bad-input tables and the fuzz.
+op_tests() {
+  PYTHONPATH="$ROOT/tests:$ROOT" "$PY" -c \
+    'from optable import OPS; print(" ".join(f"tests/test_{n}.py" for n in OPS))'
+
+}
+TESTS=${SANITIZE_TESTS:-"$(op_tests) tests/test_errors.py tests/test_fuzz.py"}
 SAN_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
 
 start=$(date +%s)

@@ -1,6 +1,7 @@
 // k-nearest-neighbour query over point clouds packed with offsets.
 //
-// Contract (identical in PyTorch and ONNX Runtime):
+// Contract (identical in PyTorch and ONNX Runtime; the PyTorch binding also
+// takes int64 offsets and strided tensors, converting them first):
 //   xyz        float32 (n, 3)   points of b clouds stored one after another
 //   offset     int32   (b)      cumulative end index of each cloud in xyz
 //   new_xyz    float32 (m, 3)   query points, packed the same way

@@ -20,10 +20,4 @@ namespace customops {
 using ParallelFor = std::function<void(
     int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body)>;
 
-// The single-threaded ParallelFor, for callers without a pool.
-inline void serial_for(int64_t n, int64_t /*grain*/,
-                       const std::function<void(int64_t, int64_t)>& body) {
-  if (n > 0) body(0, n);
-}
-
 }  // namespace customops

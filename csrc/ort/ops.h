@@ -8,7 +8,8 @@
 
 namespace customops::ort {
 
-OrtCustomOp* my_add_op();
+// my_add has one kernel per element type, all under the one name.
+std::vector<OrtCustomOp*> my_add_ops();
 OrtCustomOp* knn_query_op();
 OrtCustomOp* deform_conv2d_op();
 

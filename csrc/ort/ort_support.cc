@@ -111,15 +111,28 @@ std::optional<Shape> ints_attribute(const Ort::ConstKernelInfo& info, const char
   return values;
 }
 
-std::optional<Dims> ShapeInference::input(size_t index) const {
+// The type and shape of input `index`, owned by the context (null when absent).
+const OrtTensorTypeAndShapeInfo* input_info(OrtShapeInferContext* context, size_t index) {
   const OrtApi& api = Ort::GetApi();
   size_t count = 0;
-  Ort::ThrowOnError(api.ShapeInferContext_GetInputCount(context_, &count));
-  if (index >= count) return std::nullopt;
-  OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
-  if (!ok(api.ShapeInferContext_GetInputTypeShape(context_, index, &info)) || info == nullptr) {
-    return std::nullopt;
+  Ort::ThrowOnError(api.ShapeInferContext_GetInputCount(context, &count));
+  if (index >= count) return nullptr;
+  OrtTensorTypeAndShapeInfo* info = nullptr;
+  return ok(api.ShapeInferContext_GetInputTypeShape(context, index, &info)) ? info : nullptr;
+}
+
+ONNXTensorElementDataType ShapeInference::input_type(size_t index) const {
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  if (const OrtTensorTypeAndShapeInfo* info = input_info(context_, index)) {
+    Ort::ThrowOnError(Ort::GetApi().GetTensorElementType(info, &type));
   }
+  return type;
+}
+
+std::optional<Dims> ShapeInference::input(size_t index) const {
+  const OrtApi& api = Ort::GetApi();
+  const OrtTensorTypeAndShapeInfo* info = input_info(context_, index);
+  if (info == nullptr) return std::nullopt;
   size_t rank = 0;
   Ort::ThrowOnError(api.GetDimensionsCount(info, &rank));
   std::vector<int64_t> values(rank);

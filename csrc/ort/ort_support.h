@@ -17,9 +17,9 @@
 
 namespace customops::ort {
 
-// The ops' ONNX domain and version, as written by the exporters.
+// The ops' ONNX domain (customops/ort.py DOMAIN in Python).  Kernels are
+// registered without a version range, so they serve every version of it.
 inline constexpr const char* kDomain = "custom";
-inline constexpr int kOpsetVersion = 1;
 
 // Runs fn and converts any exception into an OrtStatus (nullptr = success):
 // argument errors become ORT_INVALID_ARGUMENT with the kernel's message.
@@ -58,6 +58,8 @@ class ShapeInference {
  public:
   explicit ShapeInference(OrtShapeInferContext* context) : context_(context) {}
   std::optional<Dims> input(size_t index) const;
+  // The element type of input `index` (UNDEFINED when absent or unknown).
+  ONNXTensorElementDataType input_type(size_t index) const;
   int64_t attribute(const char* name, int64_t fallback) const;
   void set_output(size_t index, ONNXTensorElementDataType type, const Dims& dims) const;
 

@@ -3,8 +3,13 @@
 #include <ATen/Parallel.h>
 #include <torch/extension.h>
 
+#include <algorithm>
+#include <initializer_list>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "../kernels/deform_conv2d.h"
 #include "../kernels/knn_query.h"
@@ -19,12 +24,29 @@ OptionalShape shape_of(const std::optional<at::Tensor>& t) {
   return t ? OptionalShape(shape_of(*t)) : std::nullopt;
 }
 
-// The tensor checks that the pure kernels cannot do: dtype, device, layout.
+// "Float", "Int or Long", "Float, Double or Half": c10's names, as torch prints them.
+std::string dtype_names(std::initializer_list<at::ScalarType> dtypes) {
+  std::ostringstream out;
+  size_t i = 0;
+  for (const at::ScalarType dtype : dtypes) {
+    out << (i == 0 ? "" : i + 1 == dtypes.size() ? " or " : ", ") << dtype;
+    ++i;
+  }
+  return out.str();
+}
+
+// The tensor checks that the pure kernels cannot do: device and dtype.
+void check_tensor(const at::Tensor& t, const char* op, const char* name,
+                  std::initializer_list<at::ScalarType> dtypes) {
+  TORCH_CHECK(t.device().is_cpu(), op, ": ", name, " must be a CPU tensor, got ", t.device());
+  TORCH_CHECK(std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) != dtypes.end(), op,
+              ": ", name, " must be ", dtype_names(dtypes), ", got ", t.scalar_type());
+}
+
+// deform_conv2d: one dtype, and a contiguous layout.
 void check_tensor(const at::Tensor& t, const char* op, const char* name,
                   at::ScalarType dtype) {
-  TORCH_CHECK(t.device().is_cpu(), op, ": ", name, " must be a CPU tensor, got ", t.device());
-  TORCH_CHECK(t.scalar_type() == dtype, op, ": ", name, " must be ", dtype, ", got ",
-              t.scalar_type());
+  check_tensor(t, op, name, {dtype});
   TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
 }
 
@@ -43,35 +65,82 @@ auto checked(Check&& check_fn) {
   }
 }
 
+// The kernels' pointer type for a tensor's data; at::Half holds the same
+// 16 bits as the kernels' Half.
+template <typename T>
+T* data_of(const at::Tensor& t) {
+  if constexpr (std::is_same_v<T, Half>) {
+    static_assert(sizeof(at::Half) == sizeof(Half));
+    return reinterpret_cast<Half*>(t.data_ptr<at::Half>());
+  } else {
+    return t.data_ptr<T>();
+  }
+}
+
+template <typename T>
+void my_add_as(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  my_add(data_of<T>(a), data_of<T>(b), a.numel(), data_of<T>(out), torch_parallel_for);
+}
+
+// Any layout is accepted, as torchvision's ops do: validated first, then
+// made contiguous (a copy only when it is not).
 at::Tensor my_add_op(const at::Tensor& a, const at::Tensor& b) {
-  check_tensor(a, "my_add", "a", at::kFloat);
-  check_tensor(b, "my_add", "b", at::kFloat);
+  check_tensor(a, "my_add", "a", {at::kFloat, at::kDouble, at::kHalf});
+  check_tensor(b, "my_add", "b", {at::kFloat, at::kDouble, at::kHalf});
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "my_add: b must have the dtype of a, ",
+              a.scalar_type(), ", got ", b.scalar_type());
   checked([&] { my_add_check(shape_of(a), shape_of(b)); });
-  at::Tensor out = at::empty_like(a);
-  my_add(a.data_ptr<float>(), b.data_ptr<float>(), a.numel(), out.data_ptr<float>(),
-         torch_parallel_for);
+  const at::Tensor a_dense = a.contiguous(), b_dense = b.contiguous();
+  at::Tensor out = at::empty_like(a_dense);
+  switch (a.scalar_type()) {
+    case at::kDouble: my_add_as<double>(a_dense, b_dense, out); break;
+    case at::kHalf: my_add_as<Half>(a_dense, b_dense, out); break;
+    default: my_add_as<float>(a_dense, b_dense, out);
+  }
   return out;
 }
 
+// Offsets may come as int64 (Pointcept passes either); the kernel reads
+// int32, which every valid offset fits since idx itself is int32.
+at::Tensor int32_offsets(const at::Tensor& offset, const char* name) {
+  if (offset.scalar_type() == at::kInt) return offset.contiguous();
+  const at::Tensor narrow = offset.to(at::kInt).contiguous();
+  const at::Tensor lost = narrow.to(at::kLong).ne(offset).flatten().nonzero();
+  if (lost.numel() > 0) {
+    const int64_t i = lost[0][0].item<int64_t>();
+    TORCH_CHECK(false, "knn_query: ", name, " must hold int32 values (idx is int32), got ", name,
+                "[", i, "] = ", offset.flatten()[i].item<int64_t>());
+  }
+  return narrow;
+}
+
 std::tuple<at::Tensor, at::Tensor> knn_query_op(int64_t nsample, const at::Tensor& xyz,
-                                                const at::Tensor& offset,
-                                                const std::optional<at::Tensor>& new_xyz,
-                                                const std::optional<at::Tensor>& new_offset) {
-  check_tensor(xyz, "knn_query", "xyz", at::kFloat);
-  check_tensor(offset, "knn_query", "offset", at::kInt);
-  if (new_xyz) check_tensor(*new_xyz, "knn_query", "new_xyz", at::kFloat);
-  if (new_offset) check_tensor(*new_offset, "knn_query", "new_offset", at::kInt);
+                                                const at::Tensor& offset_in,
+                                                const std::optional<at::Tensor>& new_xyz_in,
+                                                const std::optional<at::Tensor>& new_offset_in) {
+  check_tensor(xyz, "knn_query", "xyz", {at::kFloat});
+  check_tensor(offset_in, "knn_query", "offset", {at::kInt, at::kLong});
+  if (new_xyz_in) check_tensor(*new_xyz_in, "knn_query", "new_xyz", {at::kFloat});
+  if (new_offset_in) {
+    check_tensor(*new_offset_in, "knn_query", "new_offset", {at::kInt, at::kLong});
+  }
+  // The checks read the offsets' values, so those come first (they are
+  // small); the points are copied only once the call is known to be valid.
+  const at::Tensor offset = int32_offsets(offset_in, "offset");
+  const std::optional<at::Tensor> new_offset =
+      new_offset_in ? std::optional(int32_offsets(*new_offset_in, "new_offset")) : std::nullopt;
   checked([&] {
     knn_query_check(shape_of(xyz), shape_of(offset), offset.data_ptr<int32_t>(),
-                    shape_of(new_xyz), shape_of(new_offset),
+                    shape_of(new_xyz_in), shape_of(new_offset),
                     new_offset ? new_offset->data_ptr<int32_t>() : nullptr, nsample);
   });
-  const at::Tensor& queries = new_xyz ? *new_xyz : xyz;
+  const at::Tensor points = xyz.contiguous();
+  const at::Tensor queries = new_xyz_in ? new_xyz_in->contiguous() : points;
   const at::Tensor& query_offset = new_offset ? *new_offset : offset;
   const int64_t m = queries.size(0);
   at::Tensor idx = at::empty({m, nsample}, xyz.options().dtype(at::kInt));
   at::Tensor dist = at::empty({m, nsample}, xyz.options());
-  knn_query(xyz.data_ptr<float>(), offset.data_ptr<int32_t>(), xyz.size(0),
+  knn_query(points.data_ptr<float>(), offset.data_ptr<int32_t>(), points.size(0),
             queries.data_ptr<float>(), query_offset.data_ptr<int32_t>(), m, offset.size(0),
             nsample, idx.data_ptr<int32_t>(), dist.data_ptr<float>(), torch_parallel_for);
   return {idx, dist};
