@@ -1,11 +1,16 @@
-// Deformable convolution as tiled im2col + packed GEMM.
+// Deformable convolution as bilinear sampling into im2col rows, tile by
+// tile, each tile followed by a GEMM with the packed weights.
 //
-// The output pixels of each image are cut into tiles.  For one tile the
-// kernel samples every (input channel, kernel tap) row of the im2col matrix
-// by bilinear interpolation, writing it straight into the packed-B panel
-// layout of gemm.h, and then multiplies each group's weights by its block of
-// rows.  Tiles keep the column buffer inside L2 and the memory per thread
-// bounded; (image, tile) pairs are the units handed to parallel_for.
+// The input is first copied channels-last (N, H*W, C).  The four corners of
+// a sample are then four contiguous runs of channels, and one sample fills a
+// run of its im2col row with vector loads and multiply-adds, W channels at a
+// time, instead of four scattered scalar loads per value.  Each output pixel
+// owns one im2col row, which is one row of A in gemm.h (K ordered tap-major:
+// kk = tap * C/groups + c); the weights are B, packed once per call in the
+// same order, and the GEMM writes the NCHW output directly.  Tiles of output
+// pixels keep their im2col rows in L2; (image, tile) pairs are the units
+// handed to parallel_for.  The tile loop is compiled once per instruction
+// set (simd.h).
 #include "deform_conv2d.h"
 
 #include <algorithm>
@@ -25,14 +30,11 @@ constexpr const char* kOp = "deform_conv2d";
 constexpr int64_t kMaxValue = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxElements = int64_t{1} << 60;
 
-// Tiling of the output pixels.  A tile's column buffer should stay in L2
-// (budget below); there should be enough tiles for the threads to share
-// evenly (at least kMinTasks per call when the image is big enough); and a
-// tile should span a few GEMM panels so the micro-kernel's fixed costs are
-// amortized.
-constexpr int64_t kColumnBytes = 512 * 1024;
+// Tiling of the output pixels: a tile's im2col rows should stay in L2 next
+// to the weights, and there should be enough tiles for the threads to share
+// evenly (at least kMinTasks per call when the image is big enough).
+constexpr int64_t kColumnBytes = 96 * 1024;
 constexpr int64_t kMinTasks = 16;
-constexpr int64_t kMinTilePixels = 64;
 
 // Checks that no entry of `values` exceeds kMaxValue, so sums and products
 // of a few of them cannot overflow.
@@ -70,159 +72,277 @@ int64_t output_size(int64_t in, int64_t pad, int64_t kernel, int64_t stride,
   return (padded - extent) / stride + 1;
 }
 
-// Bilinear sampling of one kernel tap at one output pixel: four corner
-// indices into an input plane and their weights (mask folded in).  Corners
-// outside the image get weight 0 and index 0, so the channel loop needs no
-// branches.  (A non-finite value at index 0 would then leak a NaN where
-// torchvision reads nothing; inputs are assumed finite.)
-struct Sample {
-  int32_t index[4];  // the check keeps H * W within int32
-  float weight[4];
-};
-
-// Where a tile of output pixels sits and how far a tap shifts it.
-struct TileTap {
-  int64_t first_pixel;       // flat index into the out_h x out_w plane
-  int64_t pixels;            // pixels in the tile
-  int64_t padded;            // pixels rounded up to whole GEMM panels
-  int64_t shift_y, shift_x;  // tap position minus padding
-};
-
-// torchvision's bilinear_interpolate at (y, x), scaled by the mask value m:
-// zero outside (-1, height) x (-1, width), else the in-image corners.
-Sample bilinear_sample(float y, float x, float m, int64_t height,
-                       int64_t width) {
-  Sample s{};
-  // torchvision's bounds test, written so that NaN offsets also read zero.
-  if (!(y > -1 && y < height && x > -1 && x < width)) return s;
-  const int64_t y0 = static_cast<int64_t>(std::floor(y));
-  const int64_t x0 = static_cast<int64_t>(std::floor(x));
-  const float ly = y - y0, lx = x - x0, hy = 1 - ly, hx = 1 - lx;
-  const bool top = y0 >= 0, bottom = y0 + 1 < height;
-  const bool left = x0 >= 0, right = x0 + 1 < width;
-  const int32_t base = static_cast<int32_t>(y0 * width + x0);
-  const int32_t below = base + static_cast<int32_t>(width);
-  if (top && left) s.index[0] = base, s.weight[0] = m * hy * hx;
-  if (top && right) s.index[1] = base + 1, s.weight[1] = m * hy * lx;
-  if (bottom && left) s.index[2] = below, s.weight[2] = m * ly * hx;
-  if (bottom && right) s.index[3] = below + 1, s.weight[3] = m * ly * lx;
-  return s;
-}
-
-// Samples one tap for every pixel of the tile (padding pixels read zero).
-void sample_tap(const DeformConv2dParams& p, const TileTap& tt,
-                const float* dy, const float* dx, const float* mask,
-                Sample* samples) {
-  int64_t oy = tt.first_pixel / p.out_w, ox = tt.first_pixel % p.out_w;
-  for (int64_t t = 0; t < tt.pixels; ++t) {
-    const int64_t q = tt.first_pixel + t;
-    // Same expression and float rounding as torchvision's im2col.
-    const float y = static_cast<float>(oy * p.stride_h + tt.shift_y) + dy[q];
-    const float x = static_cast<float>(ox * p.stride_w + tt.shift_x) + dx[q];
-    const float m = mask ? mask[q] : 1.0f;
-    samples[t] = bilinear_sample(y, x, m, p.height, p.width);
-    if (++ox == p.out_w) ox = 0, ++oy;
-  }
-  std::fill(samples + tt.pixels, samples + tt.padded, Sample{});
-}
-
-// Planes interpolated per pass of fill_rows.  Channel planes are often a
-// multiple of 4 KiB apart, so the same corner in all of them maps to one L1
-// set; a few planes at a time keep those lines within the set's ways.
-constexpr int64_t kPlanesPerPass = 8;
-
-// One pass of fill_rows over `planes` consecutive channels.
-template <int64_t Planes>
-__attribute__((always_inline)) inline void fill_pass(
-    const float* __restrict first_plane, int64_t plane_size, int64_t planes,
-    const Sample* samples, int64_t padded, int64_t k, int64_t nr,
-    int64_t row_stride, float* __restrict first_row) {
-  const int64_t n = Planes > 0 ? Planes : planes;
-  for (int64_t t0 = 0; t0 < padded; t0 += nr, first_row += k * nr)
-    for (int64_t lane = 0; lane < nr; ++lane) {
-      const Sample s = samples[t0 + lane];
-      const float* src = first_plane;
-      float* dst = first_row + lane;
-      for (int64_t c = 0; c < n; ++c, src += plane_size, dst += row_stride)
-        *dst = s.weight[0] * src[s.index[0]] + s.weight[1] * src[s.index[1]] +
-               s.weight[2] * src[s.index[2]] + s.weight[3] * src[s.index[3]];
-    }
-}
-
-// Interpolates `channels` consecutive input planes at one tap's samples into
-// rows of a packed column matrix that are row_stride floats apart (pixel t
-// at panel t / nr, lane t % nr; panels k * nr floats apart).  Channels are
-// the inner loop, so each sample is loaded once per pass and its four
-// corners stay in registers.  The loop is bound by its loads (four per
-// value), so it needs no special instruction set.
-void fill_rows(const float* first_plane, int64_t plane_size, int64_t channels,
-               const Sample* samples, int64_t padded, int64_t k, int64_t nr,
-               int64_t row_stride, float* first_row) {
-  int64_t c = 0;
-  for (; c + kPlanesPerPass <= channels; c += kPlanesPerPass)
-    fill_pass<kPlanesPerPass>(first_plane + c * plane_size, plane_size,
-                              kPlanesPerPass, samples, padded, k, nr,
-                              row_stride, first_row + c * row_stride);
-  if (c < channels)
-    fill_pass<0>(first_plane + c * plane_size, plane_size, channels - c,
-                 samples, padded, k, nr, row_stride,
-                 first_row + c * row_stride);
-}
-
-// Builds the packed column matrices of every group for one tile of image n.
-// Taps are sampled once per offset group and reused by all its channels,
-// which may span several groups (row blocks of different matrices).
-void im2col_tile(const float* input, const float* offset, const float* mask,
-                 const DeformConv2dParams& p, int64_t n, TileTap tt,
-                 int64_t nr, Sample* samples, float* columns) {
-  const int64_t plane = p.height * p.width;
-  const int64_t out_plane = p.out_h * p.out_w;
-  const int64_t taps = p.kernel_h * p.kernel_w;
-  const int64_t group_channels = p.in_channels / p.groups;
-  const int64_t offset_group_channels = p.in_channels / p.offset_groups;
-  const int64_t k = group_channels * taps;
-  const float* image = input + n * p.in_channels * plane;
-  for (int64_t og = 0; og < p.offset_groups; ++og) {
-    for (int64_t tap = 0; tap < taps; ++tap) {
-      const int64_t ch = og * taps + tap;
-      const float* dy =
-          offset + (n * 2 * p.offset_groups * taps + 2 * ch) * out_plane;
-      const float* m =
-          mask ? mask + (n * p.offset_groups * taps + ch) * out_plane : nullptr;
-      tt.shift_y = (tap / p.kernel_w) * p.dilation_h - p.pad_h;
-      tt.shift_x = (tap % p.kernel_w) * p.dilation_w - p.pad_w;
-      sample_tap(p, tt, dy, dy + out_plane, m, samples);
-      const int64_t og_end = (og + 1) * offset_group_channels;
-      for (int64_t c = og * offset_group_channels; c < og_end;) {
-        const int64_t g = c / group_channels;
-        const int64_t run_end = std::min(og_end, (g + 1) * group_channels);
-        const int64_t row = (c - g * group_channels) * taps + tap;
-        fill_rows(image + c * plane, plane, run_end - c, samples, tt.padded,
-                  k, nr, taps * nr, columns + g * k * tt.padded + row * nr);
-        c = run_end;
-      }
-    }
-  }
-}
-
 int64_t round_up(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-// Pixels per tile, a multiple of the GEMM panel width nr (see the tiling
-// constants above); tiles of one image come out (nearly) equal.
-int64_t tile_pixels(const DeformConv2dParams& p, int64_t nr) {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// What the tiles of one call share (read-only, except disjoint output).
+template <typename T>
+struct Call {
+  const DeformConv2dParams& p;
+  const T* input;          // channels last: (batch, H*W + 1, C), the last pixel zeros
+  const T* offset;
+  const T* mask;           // null without mask
+  const T* packed_weight;  // per group: B of the GEMM, k x (O/groups)
+  const T* packed_bias;    // per group, padded to whole panels; null without bias
+  T* output;
+  int64_t taps, group_channels, group_out, k, packed_group, padded_group_out;
+  int64_t row_size;  // im2col row: groups * k values
+  int64_t tile, tiles;
+};
+
+// Scratch of one thread: a tile's im2col rows and one tap's samples.
+template <typename T>
+struct Scratch {
+  explicit Scratch(const Call<T>& call)
+      : columns(new T[call.tile * call.row_size]),
+        position(2 * call.tile),
+        weight(4 * call.tile),
+        pixel(4 * call.tile) {}
+  // Left uninitialized: sampling writes every value the GEMM reads.
+  std::unique_ptr<T[]> columns;
+  std::vector<T> position;      // y then x of each pixel's first tap, unshifted
+  std::vector<T> weight;        // the 4 corner weights of each pixel (mask folded in)
+  std::vector<uint32_t> pixel;  // the 4 corner pixels (flat, in one image)
+};
+
+// torchvision's bilinear_interpolate, times the mask, at one tap for every
+// pixel of a tile: four corner pixels (flat indices into one H x W image)
+// and their weights per pixel, corner by corner.  A corner outside the image
+// gets the zero pixel H * W (see to_channels_last) and weight 0, so the
+// channel loop needs no branches and reads no image value there.  Written
+// without branches so that the compiler vectorizes it across pixels.
+template <typename T>
+__attribute__((always_inline)) inline void sample_tap(
+    int64_t pixels, const T* __restrict pos_y, const T* __restrict pos_x, T shift_y, T shift_x,
+    const T* __restrict dy, const T* __restrict dx, const T* __restrict mask, int64_t height,
+    int64_t width, T* __restrict weight, uint32_t* __restrict pixel, int64_t stride) {
+  const int32_t h = static_cast<int32_t>(height), w = static_cast<int32_t>(width);
+  const uint32_t zero = static_cast<uint32_t>(h) * static_cast<uint32_t>(w);  // <= 2^31 - 1
+  for (int64_t t = 0; t < pixels; ++t) {
+    // pos + shift is the integer torchvision adds the offset to: exact
+    // below 2^24 (float) or 2^53 (double), so the rounding is the same.
+    T y = pos_y[t] + shift_y + dy[t];
+    T x = pos_x[t] + shift_x + dx[t];
+    // torchvision's bounds test, written so that NaN offsets also read zero.
+    const bool inside = y > -1 && y < static_cast<T>(h) && x > -1 && x < static_cast<T>(w);
+    y = inside ? y : T{0}, x = inside ? x : T{0};
+    const T m = inside ? (mask ? mask[t] : T{1}) : T{0};
+    const T fy = std::floor(y), fx = std::floor(x);
+    const int32_t y0 = static_cast<int32_t>(fy), x0 = static_cast<int32_t>(fx);
+    const T ly = y - fy, lx = x - fx, hy = 1 - ly, hx = 1 - lx;
+    const bool top = inside && y0 >= 0, bottom = inside && y0 + 1 < h;
+    const bool left = x0 >= 0, right = x0 + 1 < w;
+    // Unsigned, so that the corners not taken may wrap around harmlessly.
+    const uint32_t base = static_cast<uint32_t>(y0) * static_cast<uint32_t>(w) +
+                          static_cast<uint32_t>(x0);
+    const uint32_t below = base + static_cast<uint32_t>(w);
+    pixel[t] = top && left ? base : zero;
+    pixel[t + stride] = top && right ? base + 1 : zero;
+    pixel[t + 2 * stride] = bottom && left ? below : zero;
+    pixel[t + 3 * stride] = bottom && right ? below + 1 : zero;
+    weight[t] = top && left ? m * hy * hx : T{0};
+    weight[t + stride] = top && right ? m * hy * lx : T{0};
+    weight[t + 2 * stride] = bottom && left ? m * ly * hx : T{0};
+    weight[t + 3 * stride] = bottom && right ? m * ly * lx : T{0};
+  }
+}
+
+// dst[c] = sum of weight[q] * src[q][c] for c < n, W channels at a time.
+template <typename T, int W>
+__attribute__((always_inline)) inline void blend(const T* const (&src)[4], const T (&weight)[4],
+                                                 int64_t n, T* __restrict dst) {
+  int64_t c = 0;
+  for (; c + W <= n; c += W) {
+    Vec<T, W> v0, v1, v2, v3;
+    load<T, W>(v0, src[0] + c), load<T, W>(v1, src[1] + c);
+    load<T, W>(v2, src[2] + c), load<T, W>(v3, src[3] + c);
+    store<T, W>(dst + c, weight[0] * v0 + weight[1] * v1 + weight[2] * v2 + weight[3] * v3);
+  }
+  for (; c < n; ++c)
+    dst[c] = weight[0] * src[0][c] + weight[1] * src[1][c] + weight[2] * src[2][c] +
+             weight[3] * src[3][c];
+}
+
+// Samples the im2col rows of one tile, tap by tap, then multiplies them by
+// each group's weights into the output.
+template <typename T, Isa I>
+__attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t task,
+                                                    Scratch<T>& scratch) {
+  const DeformConv2dParams& p = call.p;
+  const int64_t out_plane = p.out_h * p.out_w;
+  const int64_t n = task / call.tiles, first = task % call.tiles * call.tile;
+  const int64_t pixels = std::min(call.tile, out_plane - first);
+  const T* image = call.input + n * (p.height * p.width + 1) * p.in_channels;
+  const int64_t sampled = p.offset_groups * call.taps;  // (offset group, tap) pairs
+  const T* offset = call.offset + n * 2 * sampled * out_plane + first;
+  const T* mask = call.mask ? call.mask + n * sampled * out_plane + first : nullptr;
+  const int64_t og_channels = p.in_channels / p.offset_groups;
+  T* pos_y = scratch.position.data();
+  T* pos_x = pos_y + call.tile;
+  for (int64_t t = 0; t < pixels; ++t) {
+    pos_y[t] = static_cast<T>((first + t) / p.out_w * p.stride_h - p.pad_h);
+    pos_x[t] = static_cast<T>((first + t) % p.out_w * p.stride_w - p.pad_w);
+  }
+  for (int64_t ch = 0; ch < sampled; ++ch) {
+    const int64_t og = ch / call.taps, tap = ch % call.taps;
+    sample_tap<T>(pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
+                  static_cast<T>(tap % p.kernel_w * p.dilation_w), offset + 2 * ch * out_plane,
+                  offset + (2 * ch + 1) * out_plane, mask ? mask + ch * out_plane : nullptr,
+                  p.height, p.width, scratch.weight.data(), scratch.pixel.data(), call.tile);
+    // The offset group's channels, run by run of one weight group each.
+    const int64_t og_end = (og + 1) * og_channels;
+    for (int64_t c = og * og_channels; c < og_end;) {
+      const int64_t g = c / call.group_channels;
+      const int64_t run_end = std::min(og_end, (g + 1) * call.group_channels);
+      T* column = scratch.columns.get() + g * call.k + tap * call.group_channels +
+                  (c - g * call.group_channels);
+      for (int64_t t = 0; t < pixels; ++t, column += call.row_size) {
+        const uint32_t* corner = scratch.pixel.data() + t;
+        const T* const src[4] = {image + int64_t{corner[0]} * p.in_channels + c,
+                                 image + int64_t{corner[call.tile]} * p.in_channels + c,
+                                 image + int64_t{corner[2 * call.tile]} * p.in_channels + c,
+                                 image + int64_t{corner[3 * call.tile]} * p.in_channels + c};
+        const T* wt = scratch.weight.data() + t;
+        const T weight[4] = {wt[0], wt[call.tile], wt[2 * call.tile], wt[3 * call.tile]};
+        blend<T, GemmShape<T, I>::W>(src, weight, run_end - c, column);
+      }
+      c = run_end;
+    }
+  }
+  for (int64_t g = 0; g < p.groups; ++g)
+    gemm<T, I>(pixels, call.group_out, call.k, scratch.columns.get() + g * call.k,
+               call.row_size, call.packed_weight + g * call.packed_group,
+               call.packed_bias ? call.packed_bias + g * call.padded_group_out : nullptr,
+               call.output + (n * p.out_channels + g * call.group_out) * out_plane + first, 1,
+               out_plane);
+}
+
+template <typename T, Isa I>
+__attribute__((always_inline)) inline void run_tiles(const Call<T>& call, int64_t begin,
+                                                     int64_t end) {
+  // Scratch per call of the body, so concurrent calls and threads never share it.
+  Scratch<T> scratch(call);
+  for (int64_t task = begin; task < end; ++task) run_tile<T, I>(call, task, scratch);
+}
+
+// One compiled copy of the tile loop per instruction set.
+template <typename T>
+void tiles_baseline(const Call<T>& call, int64_t begin, int64_t end) {
+  run_tiles<T, Isa::kBaseline>(call, begin, end);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+template <typename T>
+__attribute__((target("avx2,fma"))) void tiles_avx2(const Call<T>& call, int64_t begin,
+                                                    int64_t end) {
+  run_tiles<T, Isa::kAvx2>(call, begin, end);
+}
+
+template <typename T>
+__attribute__((target("avx512f"))) void tiles_avx512(const Call<T>& call, int64_t begin,
+                                                     int64_t end) {
+  run_tiles<T, Isa::kAvx512>(call, begin, end);
+}
+#endif
+
+// input (batch, C, H*W) -> (batch, H*W + 1, C) with a zero last pixel.
+template <typename T>
+void to_channels_last(const T* input, const DeformConv2dParams& p, T* out,
+                      const ParallelFor& parallel_for) {
+  const int64_t plane = p.height * p.width, channels = p.in_channels;
+  constexpr int64_t kBlock = 64;  // pixels per task: C x 64 values stay in L1
+  const int64_t blocks = ceil_div(plane, kBlock);
+  parallel_for(p.batch * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n = task / blocks, q0 = task % blocks * kBlock;
+      const int64_t q1 = std::min(plane, q0 + kBlock);
+      const T* src = input + n * channels * plane;
+      T* dst = out + n * (plane + 1) * channels;
+      // Reads run along rows: reading down a column instead would hit planes
+      // a multiple of 4 KiB apart, which share one L1 set.
+      for (int64_t c = 0; c < channels; ++c)
+        for (int64_t q = q0; q < q1; ++q) dst[q * channels + c] = src[c * plane + q];
+      if (q1 == plane) std::fill(dst + plane * channels, dst + (plane + 1) * channels, T{0});
+    }
+  });
+}
+
+// Pixels per tile: a multiple of mr within the L2 budget, and enough tiles
+// for the threads; the tiles of one image come out (nearly) equal.
+int64_t tile_pixels(const DeformConv2dParams& p, int64_t row_bytes, int64_t mr) {
   const int64_t pixels = p.out_h * p.out_w;
-  const int64_t row_bytes =
-      p.in_channels * p.kernel_h * p.kernel_w * int64_t{sizeof(float)};
-  const int64_t fit = std::max(nr, kColumnBytes / row_bytes / nr * nr);
-  const int64_t batch = std::max<int64_t>(p.batch, 1);
-  const int64_t tiles_wanted = (kMinTasks + batch - 1) / batch;
-  const int64_t balanced = std::max(
-      round_up(kMinTilePixels, nr), round_up(pixels / tiles_wanted, nr));
-  const int64_t tile = std::min({fit, balanced, round_up(pixels, nr)});
-  const int64_t tiles = (pixels + tile - 1) / tile;
-  return round_up((pixels + tiles - 1) / tiles, nr);
+  const int64_t fit = std::max(mr, kColumnBytes / row_bytes / mr * mr);
+  const int64_t tiles_wanted = ceil_div(kMinTasks, std::max<int64_t>(p.batch, 1));
+  const int64_t balanced = round_up(ceil_div(pixels, tiles_wanted), mr);
+  const int64_t tile = std::min({fit, balanced, round_up(pixels, mr)});
+  return round_up(ceil_div(pixels, ceil_div(pixels, tile)), mr);
+}
+
+template <typename T, Isa I>
+void run(const T* input, const T* weight, const T* offset, const T* mask, const T* bias,
+         const DeformConv2dParams& p, T* output, const ParallelFor& parallel_for,
+         void (*tiles)(const Call<T>&, int64_t, int64_t)) {
+  using S = GemmShape<T, I>;
+  const int64_t taps = p.kernel_h * p.kernel_w;
+  const int64_t group_channels = p.in_channels / p.groups;
+  const int64_t group_out = p.out_channels / p.groups;
+  const int64_t k = group_channels * taps;
+  const int64_t packed_group = gemm_packed_size(group_out, k, S::NR);
+  const int64_t padded_group_out = gemm_packed_size(group_out, 1, S::NR);
+
+  // B of group g: row kk = tap * C/groups + c, column o is
+  // weight[g * O/groups + o][c][tap]; zeros past O/groups.
+  std::vector<T> packed_weight(p.groups * packed_group);
+  T* packed = packed_weight.data();
+  for (int64_t g = 0; g < p.groups; ++g)
+    for (int64_t j0 = 0; j0 < group_out; j0 += S::NR)
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int64_t tap = kk / group_channels, c = kk % group_channels;
+        for (int64_t j = j0; j < j0 + S::NR; ++j)
+          *packed++ = j < group_out
+                          ? weight[((g * group_out + j) * group_channels + c) * taps + tap]
+                          : T{0};
+      }
+  std::vector<T> packed_bias;
+  if (bias)
+    for (int64_t g = 0; g < p.groups; ++g)
+      for (int64_t j = 0; j < padded_group_out; ++j)
+        packed_bias.push_back(j < group_out ? bias[g * group_out + j] : T{0});
+
+  std::vector<T> channels_last(p.batch * (p.height * p.width + 1) * p.in_channels);
+  to_channels_last(input, p, channels_last.data(), parallel_for);
+
+  const int64_t row_size = p.groups * k;
+  const int64_t tile = tile_pixels(p, row_size * int64_t{sizeof(T)}, S::MR);
+  const int64_t tile_count = ceil_div(p.out_h * p.out_w, tile);
+  const Call<T> call{p, channels_last.data(), offset, mask, packed_weight.data(),
+                     bias ? packed_bias.data() : nullptr, output, taps, group_channels,
+                     group_out, k, packed_group, padded_group_out, row_size, tile,
+                     tile_count};
+  parallel_for(p.batch * tile_count, 1,
+               [&](int64_t begin, int64_t end) { tiles(call, begin, end); });
+}
+
+template <typename T>
+void run_best(const T* input, const T* weight, const T* offset, const T* mask, const T* bias,
+              const DeformConv2dParams& p, T* output, const ParallelFor& parallel_for) {
+  if (p.batch == 0) return;
+  switch (selected_isa()) {
+#if defined(__x86_64__) || defined(__i386__)
+    case Isa::kAvx512:
+      return run<T, Isa::kAvx512>(input, weight, offset, mask, bias, p, output, parallel_for,
+                                  tiles_avx512<T>);
+    case Isa::kAvx2:
+      return run<T, Isa::kAvx2>(input, weight, offset, mask, bias, p, output, parallel_for,
+                                tiles_avx2<T>);
+#endif
+    default:
+      return run<T, Isa::kBaseline>(input, weight, offset, mask, bias, p, output,
+                                    parallel_for, tiles_baseline<T>);
+  }
 }
 
 }  // namespace
@@ -313,48 +433,15 @@ DeformConv2dParams deform_conv2d_check(
 }
 
 void deform_conv2d(const float* input, const float* weight, const float* offset,
-                   const float* mask, const float* bias,
-                   const DeformConv2dParams& p, float* output,
-                   const ParallelFor& parallel_for) {
-  const int64_t out_plane = p.out_h * p.out_w;
-  if (p.batch == 0) return;
-  const GemmBlocking blocking = gemm_blocking();
-  const int64_t group_out = p.out_channels / p.groups;
-  const int64_t k = p.in_channels / p.groups * p.kernel_h * p.kernel_w;
+                   const float* mask, const float* bias, const DeformConv2dParams& p,
+                   float* output, const ParallelFor& parallel_for) {
+  run_best(input, weight, offset, mask, bias, p, output, parallel_for);
+}
 
-  // Weights of each group, packed once and shared read-only by all tiles.
-  const int64_t packed_group = gemm_packed_size(group_out, k, blocking.mr);
-  std::vector<float> packed_weight(p.groups * packed_group);
-  for (int64_t g = 0; g < p.groups; ++g)
-    gemm_pack_a(weight + g * group_out * k, k, group_out, k, blocking.mr,
-                packed_weight.data() + g * packed_group);
-
-  const int64_t tile = tile_pixels(p, blocking.nr);
-  const int64_t tiles = (out_plane + tile - 1) / tile;
-  parallel_for(p.batch * tiles, 1, [&](int64_t begin, int64_t end) {
-    // Scratch per call, so concurrent calls and threads never share it.
-    // Left uninitialized: im2col writes every element the GEMM reads, and
-    // the pool may call this body once per task.
-    const std::unique_ptr<float[]> columns(new float[p.groups * k * tile]);
-    const std::unique_ptr<Sample[]> samples(new Sample[tile]);
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t n = task / tiles;
-      TileTap tt{};
-      tt.first_pixel = task % tiles * tile;
-      tt.pixels = std::min(tile, out_plane - tt.first_pixel);
-      tt.padded = round_up(tt.pixels, blocking.nr);
-      im2col_tile(input, offset, mask, p, n, tt, blocking.nr, samples.get(),
-                  columns.get());
-      for (int64_t g = 0; g < p.groups; ++g)
-        gemm_packed(group_out, tt.pixels, k,
-                    packed_weight.data() + g * packed_group,
-                    columns.get() + g * k * tt.padded,
-                    bias ? bias + g * group_out : nullptr,
-                    output + (n * p.out_channels + g * group_out) * out_plane +
-                        tt.first_pixel,
-                    out_plane);
-    }
-  });
+void deform_conv2d(const double* input, const double* weight, const double* offset,
+                   const double* mask, const double* bias, const DeformConv2dParams& p,
+                   double* output, const ParallelFor& parallel_for) {
+  run_best(input, weight, offset, mask, bias, p, output, parallel_for);
 }
 
 }  // namespace customops

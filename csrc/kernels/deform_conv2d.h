@@ -1,4 +1,5 @@
-// Deformable convolution (v1 without mask, v2 with mask), NCHW, float32.
+// Deformable convolution (v1 without mask, v2 with mask), NCHW, in float32
+// or float64 (callers with float16 convert to float32 and back).
 //
 // The arguments follow torchvision's C++ schema: input (N, C, H, W),
 // weight (O, C/groups, kh, kw), offset (N, 2*offset_groups*kh*kw, oh, ow),
@@ -40,6 +41,10 @@ DeformConv2dParams deform_conv2d_check(
 void deform_conv2d(const float* input, const float* weight, const float* offset,
                    const float* mask, const float* bias,
                    const DeformConv2dParams& p, float* output,
+                   const ParallelFor& parallel_for);
+void deform_conv2d(const double* input, const double* weight, const double* offset,
+                   const double* mask, const double* bias,
+                   const DeformConv2dParams& p, double* output,
                    const ParallelFor& parallel_for);
 
 }  // namespace customops
