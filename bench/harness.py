@@ -153,5 +153,5 @@ def run_case(case: Case, plan: TimingPlan, log: Callable[[str], None] = print) -
             f"(median of {rounds} rounds){status}")
     for contender in case.contenders:
         if contender.skip:
-            log(f"  {contender.name:<24} skipped: {contender.skip}")
+            log(f"  {contender.name:<24} {contender.skip}")
     return {c.name: outcomes[c.name] for c in case.contenders}

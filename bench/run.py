@@ -54,8 +54,8 @@ def parse_args(argv=None):
     parser.add_argument("--budget", type=float, default=1.0,
                         help="seconds of timed calls per contender and case; decides the "
                              "repetitions between the two bounds (default 1)")
-    parser.add_argument("--cdist-limit", type=float, default=2.0 ** 30,
-                        help="largest n*m per cloud for cdist+topk (default 2^30)")
+    parser.add_argument("--cdist-limit", type=float, default=2.0 ** 26,
+                        help="largest n*m per cloud for cdist+topk (default 2^26)")
     parser.add_argument("--notebooks", action=argparse.BooleanOptionalAction, default=True,
                         help="time pytest --nbval per notebook (default on: ~1 min)")
     parser.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
