@@ -1,9 +1,17 @@
-"""The generic part of the benchmark: a timing helper and one routine that
-times and checks every contender of a case.
+"""The generic part of the benchmark: one routine that times and checks
+every contender of a case, interleaved.
 
 A *case* is data: how to make its inputs, which contenders run on them,
 which contender is the reference the others are checked against, and how
 to check.  ``run_case`` does the rest for every case alike.
+
+Why interleaved: on a shared machine the load changes from second to
+second.  Timing contender A for a while and then contender B lets such
+drift land in the ratio.  Here every repetition ("round") calls each
+contender once on the same inputs, one after the other, and a ratio is the
+median over rounds of the per-round ratio, so both sides of every pair saw
+nearly the same machine.  The order within a round rotates, so no
+contender always runs first (cold caches) or last.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ class Contender:
     with ``skip`` set is listed but not run.  ``checked=False`` leaves its
     outputs unchecked (e.g. brute force in float32, whose tie order differs).
     ``result(outputs)`` turns the outputs into what ``Case.check`` compares;
-    it runs outside the timed region.
+    it runs outside the timed region.  ``check``, when given, replaces the
+    case's check for this contender (another tie rule, say).
     """
 
     name: str
@@ -31,15 +40,16 @@ class Contender:
     skip: Optional[str] = None
     checked: bool = True
     result: Callable[[Any], Any] = lambda outputs: outputs
+    check: Optional[Callable[[Any, Any], Optional[str]]] = None
 
 
 @dataclass
 class Case:
     """A benchmark input size with its contenders.
 
-    ``inputs(rep)`` returns the inputs of repetition ``rep`` (fresh data per
-    repetition where that matters, the same arrays otherwise); every
-    contender sees the same sequence.  ``check(outputs, reference_outputs)``
+    ``inputs(rep)`` returns the inputs of round ``rep`` (fresh data per
+    round where that matters, the same arrays otherwise); every contender
+    sees the same inputs in a round.  ``check(outputs, reference_outputs)``
     returns None when they agree, else a short description of the mismatch.
     """
 
@@ -57,29 +67,19 @@ class Case:
 
 
 @dataclass
-class Timing:
-    """Seconds of the timed calls; warm-up calls are not included."""
-
-    times: list[float]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.times)
-
-
-@dataclass
 class Outcome:
-    """What one contender did in one case."""
+    """What one contender did in one case: ``times[r]`` is its time in
+    round r (warm-up rounds excluded), aligned across the case's contenders."""
 
     name: str
-    timing: Optional[Timing] = None
+    times: Optional[list[float]] = None
     skipped: Optional[str] = None
     problems: list[str] = field(default_factory=list)
     checked: bool = False
 
     @property
     def median(self) -> Optional[float]:
-        return self.timing.median if self.timing else None
+        return statistics.median(self.times) if self.times else None
 
     @property
     def identical(self) -> Optional[bool]:
@@ -87,83 +87,71 @@ class Outcome:
         return not self.problems if self.checked else None
 
 
+def paired_ratio(numerator: Outcome, denominator: Outcome) -> Optional[float]:
+    """Median over rounds of numerator time / denominator time."""
+    if not numerator.times or not denominator.times:
+        return None
+    return statistics.median(n / d for n, d in zip(numerator.times, denominator.times))
+
+
 @dataclass
 class TimingPlan:
-    """``warmup`` untimed calls, then as many timed calls as fit in about
-    ``budget`` seconds (judged by the last warm-up call), at least
-    ``min_repeat`` and at most ``max_repeat``; the median counts.  Fast
-    calls get many repetitions, which keeps the median stable on a busy
-    machine; slow ones (brute force) get the minimum."""
+    """``warmup`` untimed rounds, then as many timed rounds as fit in about
+    ``budget`` seconds per contender (judged by the last warm-up round), at
+    least ``min_repeat`` and at most ``max_repeat``.  Fast cases get many
+    rounds, which keeps the medians stable on a busy machine; slow ones (brute
+    force) get the minimum."""
 
     warmup: int = 1
-    min_repeat: int = 3
-    max_repeat: int = 25
+    min_repeat: int = 5
+    max_repeat: int = 31
     budget: float = 1.0
 
-    def repeats_for(self, seconds_per_call: float) -> int:
-        affordable = int(self.budget / max(seconds_per_call, 1e-9))
+    def rounds_for(self, seconds_per_round: float, contenders: int) -> int:
+        affordable = int(self.budget * contenders / max(seconds_per_round, 1e-9))
         return max(self.min_repeat, min(self.max_repeat, affordable))
 
 
-def measure(call: Callable[[Any], Any], inputs_for: Callable[[int], Any], plan: TimingPlan,
-            on_result: Callable[[int, Any], None] = lambda rep, out: None) -> Timing:
-    """The timing helper: ``plan.warmup`` untimed calls, then timed ones
-    (time.perf_counter around the call only).  Call ``rep`` gets
-    ``inputs_for(rep)``; ``on_result(rep, outputs)`` sees every result,
-    warm-up included, outside the timed region."""
-    def timed(rep):
-        inputs = inputs_for(rep)
-        start = time.perf_counter()
-        outputs = call(inputs)
-        seconds = time.perf_counter() - start
-        on_result(rep, outputs)
+def run_case(case: Case, plan: TimingPlan, log: Callable[[str], None] = print) -> dict:
+    """Times every contender of ``case`` in interleaved rounds and checks
+    each result against the reference's result of the same round (warm-up
+    rounds included).  Returns {contender name: Outcome}, in the case's order."""
+    active = [c for c in case.contenders if not c.skip]
+    outcomes = {c.name: Outcome(c.name, skipped=c.skip) for c in case.contenders}
+    calls = {c.name: c.make() for c in active}  # every session exists before timing
+    has_reference = any(c.name == case.reference for c in active)
+    for c in active:
+        outcomes[c.name].checked = c.checked and has_reference and c.name != case.reference
+
+    def one_round(rep: int) -> dict:
+        inputs = case.inputs(rep)
+        shift = rep % len(active)
+        seconds, results = {}, {}
+        for contender in active[shift:] + active[:shift]:
+            start = time.perf_counter()
+            outputs = calls[contender.name](inputs)
+            seconds[contender.name] = time.perf_counter() - start
+            results[contender.name] = contender.result(outputs)
+            del outputs
+        for contender in active:
+            outcome = outcomes[contender.name]
+            if outcome.checked:
+                check = contender.check or case.check
+                problem = check(results[contender.name], results[case.reference])
+                if problem:
+                    outcome.problems.append(f"round {rep}: {problem}")
         return seconds
 
-    warmup = [timed(rep) for rep in range(plan.warmup)]
-    repeat = plan.repeats_for(warmup[-1]) if warmup else plan.max_repeat
-    times = [timed(rep) for rep in range(plan.warmup, plan.warmup + repeat)]
-    return Timing(times)
-
-
-def run_case(case: Case, plan: TimingPlan, log: Callable[[str], None] = print) -> dict:
-    """Times every contender of ``case`` (reference first, one contender
-    after the other, so that thread pools do not compete) and checks each
-    result against the reference's result for the same inputs.  Returns
-    {contender name: Outcome}, in the case's order."""
-    ordered = sorted(case.contenders, key=lambda c: c.name != case.reference)
-    reference = ordered[0]
-    reference_call = None
-    reference_outputs: dict[int, Any] = {}
-
-    def expected(rep):
-        # A contender may run more repetitions than the (slower) reference.
-        if rep not in reference_outputs:
-            reference_outputs[rep] = reference.result(reference_call(case.inputs(rep)))
-        return reference_outputs[rep]
-
-    outcomes = {}
-    for contender in ordered:
-        outcome = Outcome(contender.name, skipped=contender.skip)
-        outcomes[contender.name] = outcome
-        if contender.skip:
-            log(f"  {contender.name:<24} skipped: {contender.skip}")
-            continue
-        call = contender.make()
-        if contender is reference:
-            reference_call = call
-        outcome.checked = (contender.checked and contender is not reference
-                           and reference_call is not None)
-
-        def on_result(rep, outputs, contender=contender, outcome=outcome):
-            if contender is reference:
-                reference_outputs[rep] = contender.result(outputs)
-            elif outcome.checked:
-                problem = case.check(contender.result(outputs), expected(rep))
-                if problem:
-                    outcome.problems.append(f"rep {rep}: {problem}")
-
-        outcome.timing = measure(call, case.inputs, plan, on_result)
+    warm = [one_round(rep) for rep in range(plan.warmup)]
+    rounds = plan.rounds_for(sum(warm[-1].values()), len(active)) if warm else plan.max_repeat
+    timed = [one_round(rep) for rep in range(plan.warmup, plan.warmup + rounds)]
+    for contender in active:
+        outcome = outcomes[contender.name]
+        outcome.times = [seconds[contender.name] for seconds in timed]
         status = f"  MISMATCH: {outcome.problems[0]}" if outcome.problems else ""
-        log(f"  {contender.name:<24} {outcome.median * 1e3:10.2f} ms "
-            f"(median of {len(outcome.timing.times)}){status}")
+        log(f"  {contender.name:<24} {outcome.median * 1e3:10.3f} ms "
+            f"(median of {rounds} rounds){status}")
+    for contender in case.contenders:
+        if contender.skip:
+            log(f"  {contender.name:<24} {contender.skip}")
     return {c.name: outcomes[c.name] for c in case.contenders}

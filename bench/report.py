@@ -9,8 +9,11 @@ import platform
 import subprocess
 from pathlib import Path
 
+from harness import paired_ratio
+
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("torch", "torchvision", "onnx", "onnxruntime", "scipy", "numpy", "matplotlib")
+PACKAGES = ("torch", "torchvision", "onnx", "onnxruntime", "scipy", "pykdtree", "numpy",
+            "matplotlib")
 
 
 # --- what ran where -----------------------------------------------------------------
@@ -54,10 +57,11 @@ def environment(threads: int) -> dict:
 
 
 def ratio_value(outcomes: dict, ratio) -> float | None:
+    """Median of the per-round ratios (see harness.paired_ratio)."""
     num, den = outcomes.get(ratio.numerator), outcomes.get(ratio.denominator)
-    if num is None or den is None or num.median is None or den.median is None:
+    if num is None or den is None:
         return None
-    return num.median / den.median
+    return paired_ratio(num, den)
 
 
 def check_text(outcomes: dict) -> str:
@@ -70,7 +74,7 @@ def check_text(outcomes: dict) -> str:
 
 def to_json(env, settings, groups, results, target_rows, extras) -> dict:
     def contender(o):
-        return {"median_s": o.median, "times_s": o.timing.times if o.timing else None,
+        return {"median_s": o.median, "times_s": o.times,
                 "skipped": o.skipped, "identical": o.identical, "problems": o.problems}
 
     return {
@@ -108,7 +112,7 @@ def target_lines(rows) -> list[str]:
     lines = []
     for row in rows:
         value = "not measured" if row["value"] is None else f"{row['value']:.2f}x"
-        bound = f"{'<=' if row['at_most'] else '>='} {row['limit']:g}x"
+        bound = f"{'<=' if row['at_most'] else '>='} {row['limit']:.3g}x"
         lines.append(f"{row['verdict']}: {row['target']} ({row['ratio']} = {value}, "
                      f"needs {bound})")
     return lines
@@ -157,10 +161,15 @@ def markdown(env, settings, groups, results, target_rows, suite_lines) -> str:
         f"load average at start: {', '.join(f'{x:.1f}' for x in env['load_average'])}",
         f"- versions: Python {env['python']}, {versions}",
         f"- code: commit {env['commit']}; ORT library built {env['library_built']}",
-        f"- timing: {settings['warmup']} warm-up call(s), then the median of "
-        f"{settings['min_repeat']}-{settings['max_repeat']} timed calls (as many as fit in "
+        f"- timing: interleaved rounds, each calling every contender of a case once on "
+        f"the same inputs (order rotating); {settings['warmup']} warm-up round(s), then "
+        f"{settings['min_repeat']}-{settings['max_repeat']} timed rounds (as many as fit in "
         f"{settings['budget']:g} s per contender and case); time.perf_counter around the "
-        "call only.  Ratios are of medians.",
+        "call only.  Times are medians; every ratio is ours / reference (< 1: ours "
+        "faster), the median of the per-round ratios.  ORT sessions run with "
+        "session.intra_op.allow_spinning = 0.",
+        "- this machine is shared: absolute times are noisy; the ratios, measured side "
+        "by side, are what to read.",
     ]
     for group in groups:
         lines += ["", f"## {group.title}", "", *group_table(group, results)]
@@ -175,46 +184,57 @@ def markdown(env, settings, groups, results, target_rows, suite_lines) -> str:
 
 
 def plot(groups, results, target_rows, path: Path) -> None:
-    """Horizontal bars, one per (case, ratio), log scale; 1x marked."""
+    """One panel per group; a horizontal bar per (case, ratio), every ratio
+    ours / reference on one log axis, a line at 1 (left of it: ours faster)
+    and a marker at each target's limit, green when met, red when not."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    bars = []  # (label, value, color, (case key, ratio label))
-    palette = plt.get_cmap("tab10")
-    color_of = {}
+    panels = []  # (group, [(label, value, ratio index, (case key, ratio label))])
     for group in groups:
-        for case in group.cases:
-            for ratio in group.ratios:
-                value = ratio_value(results[case.key], ratio)
-                if value is None:
-                    continue
-                key = f"{group.name}: {ratio.label}"
-                color = color_of.setdefault(key, palette(len(color_of) % 10))
-                bars.append((f"{group.name} {case.label}\n{ratio.label}", value, color,
-                             (case.key, ratio.label)))
-    fig, ax = plt.subplots(figsize=(10, 0.42 * len(bars) + 1.5))
-    y = list(range(len(bars)))[::-1]
-    ax.barh(y, [b[1] for b in bars], color=[b[2] for b in bars])
-    for yi, (_, value, _, _) in zip(y, bars):
-        ax.text(value, yi, f" {value:.2f}x" if value < 10 else f" {value:.0f}x",
-                va="center", fontsize=7)
-    row_of = {b[3]: yi for yi, b in zip(y, bars)}
-    limits = [(row["limit"], row_of[(row["case"], row["ratio"])]) for row in target_rows
-              if (row["case"], row["ratio"]) in row_of]
-    if limits:
-        ax.scatter([l for l, _ in limits], [yi for _, yi in limits], marker="|", s=300,
-                   color="black", zorder=3, label="target")
-        ax.legend(loc="lower right", fontsize=7)
-    ax.set_yticks(y, [b[0] for b in bars], fontsize=6)
-    ax.set_xscale("log")
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xlabel("ratio of median times (log scale; < 1: numerator faster)")
+        bars = [(case.label, value, i, (case.key, ratio.label))
+                for case in group.cases for i, ratio in enumerate(group.ratios)
+                if (value := ratio_value(results[case.key], ratio)) is not None]
+        if bars:
+            panels.append((group, bars))
+    if not panels:
+        return
+    targets = {(row["case"], row["ratio"]): row for row in target_rows}
+    values = [b[1] for _, bars in panels for b in bars]
+    values += [row["limit"] for row in target_rows]
+    span = (min(values) / 1.6, max(values) * 1.6)
+    heights = [len(bars) * 0.3 + 0.9 for _, bars in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights) + 0.8), sharex=True,
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    palette = plt.get_cmap("tab10")
+    for ax, (group, bars) in zip(axes[:, 0], panels):
+        y = list(range(len(bars)))[::-1]
+        colors = [palette(b[2] % 10) for b in bars]
+        ax.barh(y, [b[1] for b in bars], color=colors, height=0.75)
+        for yi, (_, value, _, key) in zip(y, bars):
+            ax.text(value, yi, f" {value:.2f}", va="center", fontsize=7)
+            row = targets.get(key)
+            if row is not None:
+                ax.plot(row["limit"], yi, marker="D", markersize=6, zorder=3,
+                        color="tab:green" if row["verdict"] == "PASS" else "tab:red",
+                        markeredgecolor="black")
+        ax.set_yticks(y, [b[0] for b in bars], fontsize=7)
+        ax.axvline(1.0, color="black", linewidth=0.9)
+        ax.set_title(group.title, fontsize=9, loc="left")
+        handles = [plt.Rectangle((0, 0), 1, 1, color=palette(i % 10))
+                   for i in range(len(group.ratios))]
+        ax.legend(handles, [r.label for r in group.ratios], fontsize=7, loc="lower right",
+                  framealpha=0.9)
+        ax.set_xscale("log")
+        ax.set_xlim(*span)
+    axes[-1, 0].set_xlabel("ours / reference, median of per-round time ratios (log scale; "
+                           "< 1: ours faster).  Diamond: target limit (green met, red missed)")
     verdicts = [r["verdict"] for r in target_rows]
-    summary = ", ".join(f"{verdicts.count(v)} {v}" for v in ("PASS", "FAIL", "N/A") if v in verdicts)
-    ax.set_title(f"customops benchmark: ratios of median times (targets: {summary})", fontsize=9)
-    ax.margins(x=0.15)
+    summary = ", ".join(f"{verdicts.count(v)} {v}" for v in ("PASS", "FAIL", "N/A")
+                        if v in verdicts)
+    fig.suptitle(f"customops benchmark (targets: {summary})", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)

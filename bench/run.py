@@ -19,6 +19,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+
+def _threads_option(argv) -> int:
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--threads", type=int, default=os.cpu_count())
+    return early.parse_known_args(argv)[0].threads
+
+
+# pykdtree's OpenMP runtime (its own libgomp) reads this once, when loaded.
+os.environ["OMP_NUM_THREADS"] = str(_threads_option(sys.argv[1:]))
+
 import cases  # noqa: E402
 import report  # noqa: E402
 import suite  # noqa: E402
@@ -31,19 +41,21 @@ PUBLISHED_PNG = "docs/bench.png"  # relative to the repository
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="threads for every contender (default: all cores)")
+                        help="threads for every contender (default: all cores); the "
+                             "thread-scaling group always compares 1 and 2")
     parser.add_argument("--only", default=",".join(cases.GROUPS),
                         help=f"comma-separated groups to run (default: all of {','.join(cases.GROUPS)})")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed calls first (default 1)")
-    parser.add_argument("--min-repeat", type=int, default=3,
-                        help="timed calls at least (default 3)")
-    parser.add_argument("--max-repeat", type=int, default=25,
-                        help="timed calls at most (default 25)")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="untimed rounds first, at least 1 (default 1)")
+    parser.add_argument("--min-repeat", type=int, default=5,
+                        help="timed rounds at least (default 5)")
+    parser.add_argument("--max-repeat", type=int, default=31,
+                        help="timed rounds at most (default 31)")
     parser.add_argument("--budget", type=float, default=1.0,
                         help="seconds of timed calls per contender and case; decides the "
                              "repetitions between the two bounds (default 1)")
-    parser.add_argument("--cdist-limit", type=float, default=2.0 ** 30,
-                        help="largest n*m per cloud for cdist+topk (default 2^30)")
+    parser.add_argument("--cdist-limit", type=float, default=2.0 ** 26,
+                        help="largest n*m per cloud for cdist+topk (default 2^26)")
     parser.add_argument("--notebooks", action=argparse.BooleanOptionalAction, default=True,
                         help="time pytest --nbval per notebook (default on: ~1 min)")
     parser.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
@@ -52,6 +64,8 @@ def parse_args(argv=None):
                         help="also copy the plot to docs/bench.png and print README Markdown")
     parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
     args = parser.parse_args(argv)
+    if args.warmup < 1:
+        parser.error("--warmup: at least 1 (the first call sizes preallocated outputs)")
     unknown = set(args.only.split(",")) - set(cases.GROUPS)
     if unknown:
         parser.error(f"--only: unknown group(s) {', '.join(sorted(unknown))}")

@@ -2,7 +2,8 @@
 
 Each release gets a small venv of its own (the ``runtime`` fixture of
 conftest.py: onnxruntime + numpy from PyPI, made once per test session).
-The oldest supported release runs every op; the one before gets a clear
+The oldest supported release and the newest one measured run every op with
+the pinned runtime's results; the release before the oldest gets a clear
 refusal, not a crash.
 """
 
@@ -53,11 +54,12 @@ def run(python, paths):
                           capture_output=True, text=True)
 
 
-def test_oldest_supported_runtime_runs_every_op(runtime, tmp_path):
+@pytest.mark.parametrize("version", ["1.24.4", "1.32.0"])  # oldest supported, newest
+def test_supported_runtime_runs_every_op(runtime, tmp_path, version):
     expected = models(tmp_path)
-    done = run(runtime("1.24.4"), list(expected))
+    done = run(runtime(version), list(expected))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "1.24.4"
+    assert done.stdout.strip() == version
     for path, outputs in expected.items():
         for name, value in outputs.items():
             np.testing.assert_array_equal(np.load(f"{path}.out.{name}.npy"), value)

@@ -8,13 +8,17 @@ The onnxruntime wheel ships no headers.  In order of preference:
 2. A cache outside the repository (``$CUSTOMOPS_CACHE`` or
    ``~/.cache/customops``) filled once from the npm registry package
    ``com.github.asus4.onnxruntime@0.4.9``, which carries Microsoft's headers of
-   ONNX Runtime 1.29 (MIT licence) inside its iOS framework.
+   ONNX Runtime 1.29 (MIT licence) inside its iOS framework.  The tarball's
+   sha256 must match ``NPM_TARBALL_SHA256`` before anything is extracted, so
+   a republished or tampered package stops the build instead of compiling
+   unknown headers into the library.
 
 Run ``python tools/ort_headers.py`` to print the directory (fetching if needed).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -24,6 +28,8 @@ import tempfile
 from pathlib import Path
 
 NPM_PACKAGE = "com.github.asus4.onnxruntime@0.4.9"
+# sha256 of `npm pack com.github.asus4.onnxruntime@0.4.9` (149,786,233 bytes).
+NPM_TARBALL_SHA256 = "e59788788818fdde1b2e522e766a21ba0f7d8391de55737abf81e32cc801785d"
 HEADERS_IN_PACKAGE = (
     "package/Plugins/iOS~/onnxruntime.xcframework/ios-arm64/"
     "onnxruntime.framework/Headers/"
@@ -42,6 +48,21 @@ def _complete(directory: Path) -> bool:
 def cache_dir() -> Path:
     root = os.environ.get("CUSTOMOPS_CACHE") or Path.home() / ".cache" / "customops"
     return Path(root) / "onnxruntime-headers-1.29"
+
+
+def verify_sha256(archive: Path, expected: str = NPM_TARBALL_SHA256) -> None:
+    """Raises HeadersNotFound unless the file's sha256 is ``expected``."""
+    digest = hashlib.sha256()
+    with open(archive, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != expected:
+        raise HeadersNotFound(
+            f"sha256 mismatch for {archive.name} from npm ({NPM_PACKAGE}): got "
+            f"{digest.hexdigest()}, expected {expected}; refusing to extract it.  The "
+            "package was changed or the download corrupted.  Set ORT_INCLUDE_DIR to a "
+            "directory containing onnxruntime_cxx_api.h instead."
+        )
 
 
 def _fetch_from_npm(target: Path) -> None:
@@ -64,6 +85,7 @@ def _fetch_from_npm(target: Path) -> None:
                 "ORT_INCLUDE_DIR to a directory containing onnxruntime_cxx_api.h instead."
             )
         archive = Path(tmp) / done.stdout.strip().splitlines()[-1]
+        verify_sha256(archive)
         staging = Path(tmp) / "headers"
         staging.mkdir()
         with tarfile.open(archive) as tar:

@@ -88,16 +88,19 @@ inline uint64_t morton_code(const Frame& frame, const std::array<float, 3>& p) {
   return code;
 }
 
-// Sorts rows by key, stably (equal keys keep row order), with an LSD radix
-// sort over 8-bit digits; digits that are the same for every key are skipped.
-inline void radix_sort(uint64_t* keys, int32_t* rows, int64_t count) {
-  constexpr int kDigits = 3 * kCellBits / 8;
+constexpr int kCodeBytes = 3 * kCellBits / 8;  // 8-bit digits of a code
+
+// Sorts rows by the low `digits` bytes of key, stably (equal keys keep row
+// order), with an LSD radix sort; digits that are the same for every key
+// are skipped.
+inline void radix_sort_serial(uint64_t* keys, int32_t* rows, int64_t count,
+                              int digits = kCodeBytes) {
   if (count < 2) return;
-  std::vector<std::array<uint32_t, 256>> histogram(kDigits);
+  std::vector<std::array<uint32_t, 256>> histogram(digits);
   for (auto& h : histogram) h.fill(0);
   for (int64_t i = 0; i < count; ++i) {
     const uint64_t key = keys[i];
-    for (int digit = 0; digit < kDigits; ++digit) {
+    for (int digit = 0; digit < digits; ++digit) {
       ++histogram[digit][(key >> (8 * digit)) & 0xff];
     }
   }
@@ -106,7 +109,7 @@ inline void radix_sort(uint64_t* keys, int32_t* rows, int64_t count) {
   uint64_t* keys_out = keys_buffer.data();
   int32_t* rows_out = rows_buffer.data();
   bool in_buffer = false;
-  for (int digit = 0; digit < kDigits; ++digit) {
+  for (int digit = 0; digit < digits; ++digit) {
     const int shift = 8 * digit;
     auto& start = histogram[digit];
     if (start[(keys[0] >> shift) & 0xff] == count) continue;
@@ -125,6 +128,87 @@ inline void radix_sort(uint64_t* keys, int32_t* rows, int64_t count) {
     std::copy(keys, keys + count, keys_out);
     std::copy(rows, rows + count, rows_out);
   }
+}
+
+// The same sort on the pool, in three parallel steps (few, because every
+// step is a barrier that waits for the slowest thread): count the top digit
+// per chunk of keys, scatter the chunks by it (chunk j's keys of a value after
+// those of chunks < j, so stable), then sort each of the 256 buckets on the
+// lower digits.  Clustered keys make the buckets uneven; at worst one bucket
+// holds everything and the last step is the serial sort.
+inline void radix_sort(uint64_t* keys, int32_t* rows, int64_t count,
+                       const ParallelFor& parallel_for) {
+  constexpr int64_t kChunk = 1 << 14;
+  if (count < 2 * kChunk) {
+    radix_sort_serial(keys, rows, count);
+    return;
+  }
+  constexpr int kTopShift = 8 * (kCodeBytes - 1);
+  const int64_t chunks = (count + kChunk - 1) / kChunk;
+  const auto chunk_end = [count](int64_t j) { return std::min(count, (j + 1) * kChunk); };
+  std::vector<std::array<uint32_t, 256>> start(chunks);
+  parallel_for(chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t j = first; j < last; ++j) {
+      start[j].fill(0);
+      for (int64_t i = j * kChunk; i < chunk_end(j); ++i) ++start[j][keys[i] >> kTopShift];
+    }
+  });
+  std::array<uint32_t, 257> bucket{};  // bucket v is [bucket[v], bucket[v + 1])
+  uint32_t sum = 0;
+  for (int v = 0; v < 256; ++v) {
+    bucket[v] = sum;
+    for (int64_t j = 0; j < chunks; ++j) sum += std::exchange(start[j][v], sum);
+  }
+  bucket[256] = sum;
+  std::vector<uint64_t> keys_buffer(count);
+  std::vector<int32_t> rows_buffer(count);
+  parallel_for(chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t j = first; j < last; ++j) {
+      for (int64_t i = j * kChunk; i < chunk_end(j); ++i) {
+        const uint32_t to = start[j][keys[i] >> kTopShift]++;
+        keys_buffer[to] = keys[i];
+        rows_buffer[to] = rows[i];
+      }
+    }
+  });
+  parallel_for(256, 1, [&](int64_t first, int64_t last) {
+    for (int64_t v = first; v < last; ++v) {
+      const int64_t lo = bucket[v], size = bucket[v + 1] - lo;
+      radix_sort_serial(keys_buffer.data() + lo, rows_buffer.data() + lo, size,
+                        kCodeBytes - 1);
+      std::copy_n(keys_buffer.data() + lo, size, keys + lo);
+      std::copy_n(rows_buffer.data() + lo, size, rows + lo);
+    }
+  });
+}
+
+// Calls fn(c, begin, end, inner) for every cloud c, rows [begin, end).
+// A cloud big enough to keep every thread busy on its own gets the pool
+// (inner = parallel_for) and is handled alone; the others run side by side,
+// one cloud per task (inner = serial_for).  The pool is never entered twice.
+template <typename Fn>
+void for_each_cloud(const int32_t* offset, int64_t b,
+                    const ParallelFor& parallel_for, Fn fn) {
+  constexpr int64_t kBigCloud = 1 << 15;
+  const auto range = [offset](int64_t c) {
+    return std::pair<int64_t, int64_t>{c == 0 ? 0 : offset[c - 1], offset[c]};
+  };
+  std::vector<int64_t> small;
+  for (int64_t c = 0; c < b; ++c) {
+    const auto [lo, hi] = range(c);
+    if (hi - lo >= kBigCloud) {
+      fn(c, lo, hi, parallel_for);
+    } else {
+      small.push_back(c);
+    }
+  }
+  const ParallelFor serial = serial_for;
+  parallel_for(static_cast<int64_t>(small.size()), 1, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const auto [lo, hi] = range(small[i]);
+      fn(small[i], lo, hi, serial);
+    }
+  });
 }
 
 // Rows of all clouds and their Morton codes, each cloud's rows (still within
@@ -153,12 +237,11 @@ inline MortonOrder morton_order(const float* xyz, const int32_t* offset,
                           }
                         });
   });
-  parallel_for(b, 1, [&](int64_t c_begin, int64_t c_end) {
-    for (int64_t c = c_begin; c < c_end; ++c) {
-      const int64_t lo = c == 0 ? 0 : offset[c - 1], hi = offset[c];
-      radix_sort(order.codes.data() + lo, order.rows.data() + lo, hi - lo);
-    }
-  });
+  for_each_cloud(offset, b, parallel_for,
+                 [&](int64_t, int64_t lo, int64_t hi, const ParallelFor& inner) {
+                   radix_sort(order.codes.data() + lo, order.rows.data() + lo,
+                              hi - lo, inner);
+                 });
   return order;
 }
 

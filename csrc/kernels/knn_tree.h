@@ -77,32 +77,42 @@ inline int32_t split_of(const uint64_t* codes, int32_t begin, int32_t end) {
       codes);
 }
 
-// Builds one cloud's tree over positions [0, tree.count) of its points.
+// Nodes and leaves of a subtree; refs are indices into its own vectors.
+struct Part {
+  std::vector<Node> nodes;
+  std::vector<int32_t> leaf_begin;
+};
+
+// Builds subtrees of one cloud's tree over positions of its points.
 class TreeBuilder {
  public:
-  TreeBuilder(Points& points, uint64_t* codes, Tree& tree)
+  TreeBuilder(Points& points, uint64_t* codes, const Tree& tree)
       : x_(points.x.data() + tree.begin),
         y_(points.y.data() + tree.begin),
         z_(points.z.data() + tree.begin),
         id_(points.id.data() + tree.begin),
-        codes_(codes + tree.begin),
-        tree_(tree) {
-    tree.nodes.reserve(tree.count / kLeafSize * 2);
-    tree.root = build(0, static_cast<int32_t>(tree.count)).ref;
-    tree.leaf_begin.push_back(static_cast<int32_t>(tree.count));
+        codes_(codes + tree.begin) {}
+
+  // The subtree over positions [begin, end), its nodes and leaves in part.
+  Child build(int32_t begin, int32_t end, Part& part) {
+    if (end - begin <= kLeafSize) return leaf(begin, end, part);
+    const int32_t mid = split(begin, end);
+    const int32_t self = static_cast<int32_t>(part.nodes.size());
+    part.nodes.emplace_back();
+    const Child children[2] = {build(begin, mid, part), build(mid, end, part)};
+    return join(children, self, part.nodes[self]);
   }
 
- private:
-  Child build(int32_t begin, int32_t end) {
-    if (end - begin <= kLeafSize) return leaf(begin, end);
+  // Where [begin, end) splits (refined first if all its codes are equal).
+  int32_t split(int32_t begin, int32_t end) {
     if (codes_[begin] == codes_[end - 1]) refine(begin, end);
-    const int32_t self = static_cast<int32_t>(tree_.nodes.size());
-    tree_.nodes.emplace_back();
-    const int32_t mid = split_of(codes_, begin, end);
-    const Child children[2] = {build(begin, mid), build(mid, end)};
+    return split_of(codes_, begin, end);
+  }
+
+  // Fills node with its two children; returns it as a child with ref self.
+  static Child join(const Child children[2], int32_t self, Node& node) {
     Child merged = children[0];
     merged.ref = self;
-    Node& node = tree_.nodes[self];
     for (int side = 0; side < 2; ++side) {
       const Child& child = children[side];
       for (int d = 0; d < 3; ++d) {
@@ -118,6 +128,7 @@ class TreeBuilder {
     return merged;
   }
 
+ private:
   // A long run in one grid cell (a dense cluster far smaller than the cloud,
   // say beside a distant outlier) would otherwise split by position in the
   // order only.  Re-sort it on a grid spanning just its own box; that stays
@@ -135,7 +146,7 @@ class TreeBuilder {
       codes_[begin + i] = morton_code(frame, point_at(begin + i));
       order[i] = i;
     }
-    radix_sort(codes_ + begin, order.data(), count);
+    radix_sort_serial(codes_ + begin, order.data(), count);
     permute(x_ + begin, order);
     permute(y_ + begin, order);
     permute(z_ + begin, order);
@@ -148,12 +159,12 @@ class TreeBuilder {
     for (size_t i = 0; i < order.size(); ++i) values[i] = old[order[i]];
   }
 
-  Child leaf(int32_t begin, int32_t end) {
+  Child leaf(int32_t begin, int32_t end, Part& part) {
     Child leaf{{x_[begin], y_[begin], z_[begin]},
                {x_[begin], y_[begin], z_[begin]},
                id_[begin],
-               ~static_cast<int32_t>(tree_.leaf_begin.size())};
-    tree_.leaf_begin.push_back(begin);
+               ~static_cast<int32_t>(part.leaf_begin.size())};
+    part.leaf_begin.push_back(begin);
     for (int32_t i = begin + 1; i < end; ++i) {
       const float p[3] = {x_[i], y_[i], z_[i]};
       for (int d = 0; d < 3; ++d) {
@@ -168,8 +179,75 @@ class TreeBuilder {
   float *x_, *y_, *z_;
   int32_t* id_;
   uint64_t* codes_;
-  Tree& tree_;
 };
+
+// Builds one cloud's tree.  The top levels are split serially until every
+// range holds at most 1/kTasks of the points; those ranges are built as
+// independent subtrees on the pool, then appended in position order (so
+// leaf j still ends where leaf j + 1 begins) with their refs shifted, and
+// the top nodes are filled in bottom-up.
+inline void build_tree(Points& points, uint64_t* codes, Tree& tree,
+                       const ParallelFor& parallel_for) {
+  constexpr int64_t kTasks = 16;
+  TreeBuilder builder(points, codes, tree);
+  struct Task {
+    int32_t begin, end;
+    int32_t parent, side;  // parent -1: the root
+  };
+  std::vector<Task> tasks;
+  std::vector<Task> top;  // top node i covers top[i], attached to its parent
+  const int64_t task_size = std::max<int64_t>(tree.count / kTasks, kLeafSize);
+  const auto split_top = [&](const auto& self, Task range) -> void {
+    if (range.end - range.begin <= task_size) {
+      tasks.push_back(range);
+      return;
+    }
+    const int32_t mid = builder.split(range.begin, range.end);
+    const int32_t node = static_cast<int32_t>(top.size());
+    top.push_back(range);
+    self(self, {range.begin, mid, node, 0});
+    self(self, {mid, range.end, node, 1});
+  };
+  split_top(split_top, {0, static_cast<int32_t>(tree.count), -1, 0});
+
+  std::vector<Part> parts(tasks.size());
+  std::vector<Child> subtrees(tasks.size());
+  parallel_for(static_cast<int64_t>(tasks.size()), 1, [&](int64_t first, int64_t last) {
+    for (int64_t t = first; t < last; ++t) {
+      subtrees[t] = builder.build(tasks[t].begin, tasks[t].end, parts[t]);
+    }
+  });
+
+  // children[i][side]: what top node i holds on that side.
+  std::vector<std::array<Child, 2>> children(top.size());
+  tree.nodes.assign(top.size(), Node{});
+  Child root{};
+  const auto attach = [&](const Task& where, const Child& child) {
+    (where.parent < 0 ? root : children[where.parent][where.side]) = child;
+  };
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const int32_t node_shift = static_cast<int32_t>(tree.nodes.size());
+    const int32_t leaf_shift = static_cast<int32_t>(tree.leaf_begin.size());
+    const auto shifted = [&](int32_t ref) {
+      return ref >= 0 ? ref + node_shift : ~(~ref + leaf_shift);
+    };
+    for (Node node : parts[t].nodes) {
+      for (int32_t& ref : node.ref) ref = shifted(ref);
+      tree.nodes.push_back(node);
+    }
+    tree.leaf_begin.insert(tree.leaf_begin.end(), parts[t].leaf_begin.begin(),
+                           parts[t].leaf_begin.end());
+    Child child = subtrees[t];
+    child.ref = shifted(child.ref);
+    attach(tasks[t], child);
+  }
+  // A top node was created before the top nodes below it: fill in reverse.
+  for (int32_t i = static_cast<int32_t>(top.size()) - 1; i >= 0; --i) {
+    attach(top[i], TreeBuilder::join(children[i].data(), i, tree.nodes[i]));
+  }
+  tree.root = root.ref;
+  tree.leaf_begin.push_back(static_cast<int32_t>(tree.count));
+}
 
 // Builds one tree per cloud of xyz, cloud c being rows
 // [offset[c-1], offset[c]).
@@ -209,12 +287,11 @@ inline Forest build_forest(const float* xyz, const int32_t* offset, int64_t n,
     }
   });
 
-  parallel_for(b, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      Tree& tree = forest.trees[c];
-      if (tree.count > 0) TreeBuilder(points, order.codes.data(), tree);
-    }
-  });
+  for_each_cloud(offset, b, parallel_for,
+                 [&](int64_t c, int64_t, int64_t, const ParallelFor& inner) {
+                   Tree& tree = forest.trees[c];
+                   if (tree.count > 0) build_tree(points, order.codes.data(), tree, inner);
+                 });
   return forest;
 }
 
