@@ -20,4 +20,11 @@ namespace customops {
 using ParallelFor = std::function<void(
     int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body)>;
 
+// A ParallelFor that runs everything on the calling thread: for work that is
+// already one task of an outer parallel loop.
+inline void serial_for(int64_t n, int64_t /*grain*/,
+                       const std::function<void(int64_t, int64_t)>& body) {
+  if (n > 0) body(0, n);
+}
+
 }  // namespace customops
