@@ -22,6 +22,8 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
+from customops import ort
+
 # Domains whose ops ORT runs without any custom-op library.
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 # Element types tried when looking for the ones a kernel accepts.
@@ -94,9 +96,10 @@ def known_libraries() -> list[Library]:
     onnxruntime-extensions, if installed.  The extensions' path is found
     without importing the package (its __init__ imports torch when present)."""
     found = []
-    ours = Path(__file__).with_name("libcustomops_ort.so")
-    if ours.is_file():
-        found.append(Library("customops", str(ours), "customops.ort.library_path()"))
+    try:
+        found.append(Library("customops", ort.library_path(), "customops.ort.library_path()"))
+    except FileNotFoundError:  # not built
+        pass
     spec = importlib.util.find_spec("onnxruntime_extensions")
     if spec and spec.submodule_search_locations:
         for folder in spec.submodule_search_locations:
