@@ -22,9 +22,12 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
+from customops.ort import library_path
+
 # Domains whose ops ORT runs without any custom-op library.
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
-# Element types tried when looking for the ones a kernel accepts.
+# Element types tried when looking for the ones a kernel accepts (no complex,
+# float8 or 4-bit types: no CPU kernel to find there).
 ELEMENT_TYPES = [t for t in TensorProto.DataType.values() if t not in (
     TensorProto.UNDEFINED, TensorProto.COMPLEX64, TensorProto.COMPLEX128)
     and t < TensorProto.FLOAT8E4M3FN]
@@ -94,9 +97,10 @@ def known_libraries() -> list[Library]:
     onnxruntime-extensions, if installed.  The extensions' path is found
     without importing the package (its __init__ imports torch when present)."""
     found = []
-    ours = Path(__file__).with_name("libcustomops_ort.so")
-    if ours.is_file():
-        found.append(Library("customops", str(ours), "customops.ort.library_path()"))
+    try:
+        found.append(Library("customops", library_path(), "customops.ort.library_path()"))
+    except FileNotFoundError:  # not built
+        pass
     spec = importlib.util.find_spec("onnxruntime_extensions")
     if spec and spec.submodule_search_locations:
         for folder in spec.submodule_search_locations:
@@ -168,6 +172,7 @@ class Runtime:
         return None if outcome.ok else outcome.message
 
     def max_opset(self, domain: str, below: int) -> int | None:
+        """The highest version of ``domain`` below ``below`` this runtime accepts."""
         for version in range(below - 1, 0, -1):
             if self.opset_problem(domain, version) is None:
                 return version

@@ -19,14 +19,17 @@ def rng(request):
 @pytest.fixture(scope="session")
 def runtime(tmp_path_factory):
     """runtime("1.24.4", *extra_pins) -> the python of a venv with that
-    onnxruntime, numpy and the extra pins from PyPI, made once per session."""
+    onnxruntime and numpy from PyPI, made once per session (one per version),
+    with the extra pins installed into it too."""
     def make(version, *extra):
-        name = "-".join([f"ort-{version}", *extra]).replace("=", "")
-        env = tmp_path_factory.getbasetemp() / name
+        env = tmp_path_factory.getbasetemp() / f"ort-{version}"
         python = env / "bin" / "python"
+        packages = list(extra)
         if not python.exists():
             venv.create(env, with_pip=True)
-            subprocess.run([python, "-m", "pip", "install", "--quiet", f"onnxruntime=={version}",
-                            "numpy<2.3", *extra], check=True, capture_output=True)
+            packages += [f"onnxruntime=={version}", "numpy<2.3"]
+        if packages:
+            subprocess.run([python, "-m", "pip", "install", "--quiet", *packages],
+                           check=True, capture_output=True)
         return python
     return make
