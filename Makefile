@@ -31,7 +31,7 @@ $(BUILT): $(DEPS) $(SOURCES)
 	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
 	touch $@
 
-lab: setup
+lab: setup $(CHROMIUM)
 	$(VENV)/bin/jupyter lab --no-browser $(LAB_ROOT) --notebook-dir=notebooks
 
 test: setup cpp $(CHROMIUM)

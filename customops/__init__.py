@@ -21,7 +21,7 @@ _LAZY = {
 }
 
 # submodules, importable as attributes: customops.ort, customops.verify, ...
-_SUBMODULES = {"builder", "graph", "native", "ops", "ort", "symbolic", "translations", "verify"}
+_SUBMODULES = {"browser", "builder", "graph", "native", "ops", "ort", "symbolic", "translations", "verify"}
 
 __all__ = sorted(_LAZY)
 

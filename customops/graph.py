@@ -2,7 +2,7 @@
 
     from customops.graph import print_nodes, netron_view
     print_nodes(onnx_model)      # one line per node: op, inputs, outputs, attributes
-    netron_view(onnx_model)      # starts Netron on localhost and embeds it
+    netron_view(onnx_model)      # a static picture drawn by Netron, then the live Netron
 """
 
 from __future__ import annotations
@@ -58,12 +58,10 @@ def print_nodes(model: onnx.ModelProto) -> None:
         print(f"function {function.domain}::{function.name}: {ops}")
 
 
-def netron_view(model, name: str = "model.onnx", height: int = 500):
+def netron_serve(model, name: str = "model.onnx") -> str:
     """Serves the model with Netron on localhost (in a background thread, so
-    the notebook never blocks) and returns an IFrame showing it.  The printed
-    address also opens in a browser tab."""
+    the notebook never blocks) and returns its address."""
     import netron
-    from IPython.display import IFrame
 
     if isinstance(model, onnx.ModelProto):
         folder = Path(tempfile.mkdtemp(prefix="netron-"))
@@ -80,6 +78,26 @@ def netron_view(model, name: str = "model.onnx", height: int = 500):
         host, port = netron.start(str(path), address=("localhost", 0), browse=False)
     finally:
         root.removeHandler(quiet)
-    url = f"http://{host}:{port}"
-    print(f"Netron is showing {path.name} at {url}")
+    return f"http://{host}:{port}"
+
+
+def netron_view(model, name: str = "model.onnx", height: int = 500, static: bool = True):
+    """Serves the model with Netron and returns an IFrame showing it live
+    (JupyterLab); the printed address also opens in a browser tab.  With
+    ``static`` it first displays a PNG of the same view drawn by Netron in
+    headless Chromium (customops.browser), which stays in the saved notebook
+    for readers on GitHub or nbviewer, where the live view is blank."""
+    from IPython.display import IFrame, Image, display
+
+    url = netron_serve(model, name)
+    if static:
+        from .browser import missing_chromium_message, netron_png
+
+        problem = missing_chromium_message()
+        if problem:
+            print(f"no static picture: {problem}")
+        else:
+            display(Image(netron_png(url)))
+    print(f"Netron is showing {name if isinstance(model, onnx.ModelProto) else Path(model).name}"
+          f" at {url}")
     return IFrame(url, width="100%", height=height)

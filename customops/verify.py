@@ -84,6 +84,27 @@ def compare(onnx_model: onnx.ModelProto, model, args, rtol=1e-5, atol=1e-6, sess
     return diffs
 
 
+def check(onnx_model: onnx.ModelProto, model, args, *, session, more_args=(), rtol=1e-5,
+          atol=1e-6) -> list[list[float]]:
+    """``onnx.checker.check_model(full_check=True)``, then runs ``session``
+    (an ``onnxruntime.InferenceSession`` of ``onnx_model`` that the caller
+    created, custom-op libraries and all) and ``model`` on ``args`` and on
+    every input tuple of ``more_args``, asserts equal outputs (integers
+    exactly, floats within rtol/atol) and prints one line saying so.  It
+    exports nothing and registers nothing."""
+    onnx.checker.check_model(onnx_model, full_check=True)
+    results = [compare(onnx_model, model, a, rtol, atol, session) for a in (args, *more_args)]
+    # The differences themselves are not printed: their last digits depend on
+    # the CPU's vector code paths, and notebooks must print the same text on
+    # every machine.
+    ops = sorted({f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in onnx_model.graph.node})
+    exact = all(d == 0 for r in results for d in r)
+    match = "identical" if exact else f"equal within rtol={rtol:g}, atol={atol:g}"
+    print(f"nodes {', '.join(ops)}; checker ok; ORT and torch {match} on {len(results)} "
+          "input set(s)")
+    return results
+
+
 def verify(model, args, *, dynamo: bool, more_args=(), rtol=1e-5, atol=1e-6,
            verbose=True, **export_kwargs) -> onnx.ModelProto:
     """Export, ``onnx.checker.check_model(full_check=True)``, then compare

@@ -25,41 +25,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
-# The project's set-up (`make test`) installs Debian's chromium package; we
-# never download a browser.
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--disable-quic",
-]
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def missing_chromium_message() -> str | None:
-    if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK):
-        return None
-    return (f"{CHROMIUM} not found: the browser tests drive Debian's Chromium. Install it with "
-            "`make test` (it runs `apt-get install chromium`) or `sudo apt-get install chromium`.")
-
-
-def launch_chromium(playwright, user_data_dir: Path, blocked: list[str]):
-    """A persistent context in a fresh profile directory; requests to anything
-    but loopback are aborted and their URLs appended to ``blocked``."""
-    context = playwright.chromium.launch_persistent_context(
-        str(user_data_dir), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-        viewport={"width": 1280, "height": 800}, device_scale_factor=1)
-
-    def only_loopback(route):
-        host = urlsplit(route.request.url).hostname or ""
-        if route.request.url.startswith(("data:", "blob:")) or host in LOOPBACK:
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_loopback)
-    return context
+from customops.browser import (  # noqa: F401  (used by test_browser.py)
+    CHROMIUM, launch_chromium, missing_chromium_message, open_in_netron,
+)
 
 
 def texts(locator) -> list[str]:

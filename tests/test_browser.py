@@ -237,16 +237,16 @@ def _static_shape_label(value: onnx.ValueInfoProto) -> str | None:
 
 @pytest.fixture
 def netron_url():
-    """Serves a model path with customops.graph.netron_view (as the notebooks
-    do); returns the URL and stops the server after the test."""
-    from customops.graph import netron_view
+    """Serves a model path with customops.graph.netron_serve (what the
+    notebooks' netron_view calls); returns the URL and stops the server after
+    the test."""
+    from customops.graph import netron_serve
     import netron
 
     addresses = []
 
     def serve(path: Path) -> str:
-        frame = netron_view(str(path))
-        url = frame.src
+        url = netron_serve(str(path))
         parts = urlsplit(url)
         assert parts.hostname in ("localhost", "127.0.0.1"), url
         addresses.append((parts.hostname, parts.port))
@@ -254,39 +254,12 @@ def netron_url():
 
     yield serve
     root, quiet = logging.getLogger(), logging.NullHandler()
-    root.addHandler(quiet)  # netron.stop logs at INFO; see netron_view
+    root.addHandler(quiet)  # netron.stop logs at INFO; see netron_serve
     try:
         for address in addresses:
             netron.stop(address)
     finally:
         root.removeHandler(quiet)
-
-
-def open_in_netron(page, url: str) -> None:
-    """Loads Netron and waits until the graph is laid out.  Offline, Netron
-    first asks for cookie consent (its ipinfo.io lookup fails, so it assumes
-    the EU) and we accept, as a user would.  180 days after its build date
-    Netron instead shows "Please update to the newest version." forever and
-    never draws the graph: users would see that too, so we fail."""
-    page.set_viewport_size({"width": 960, "height": 540})  # about the notebooks' IFrame
-    page.goto(url)
-    drawn = "#nodes g.graph-node[transform]"
-    page.wait_for_selector(f"{drawn}, body.notification #message-button, body.alert")
-    if page.locator("body.notification #message-button").is_visible():
-        message = page.locator("#message-text").text_content() or ""
-        if "cookies" not in message:
-            pytest.fail(f"Netron shows {message!r} instead of the graph (netron {_netron_version()}; "
-                        "it does so 180 days after its build date: bump the netron pin)")
-        page.locator("#message-button").click()
-        page.wait_for_selector(f"{drawn}, body.alert")
-    if page.locator("body.alert").count():
-        pytest.fail(f"Netron could not open the model: {page.locator('#message-text').text_content()}")
-    page.wait_for_selector("body.default")  # spinner gone: the whole graph is drawn
-
-
-def _netron_version():
-    import netron
-    return netron.__version__
 
 
 def node_properties(page, node_element) -> dict[str, dict[str, list[str]]]:
@@ -308,7 +281,7 @@ def test_netron_draws_the_custom_node(name, page, netron_url, tmp_path):
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, path)
 
-    open_in_netron(page, netron_url(path))
+    browser.open_in_netron(page, netron_url(path))
 
     # Every node of the graph is drawn, with its op type as the node's label.
     labels = browser.texts(page.locator("#nodes g.graph-node > g.node-item-type:first-child > text"))
@@ -435,3 +408,28 @@ def test_a_course_notebook_runs_in_the_labs_kernel(lab, tmp_path):
                         + "\n".join(failed[0]["error"]["traceback"] if failed[0]["error"] else []))
     assert len(results) == len(sources) + 1
     assert (tmp_path / "models" / "00_tinynet_dynamo.onnx").is_file()
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_static_picture_holds_the_whole_graph(netron_url, tmp_path):
+    """The picture netron_view stores in a notebook (customops.browser.netron_png)
+    is the whole graph, however tall: a chain of 30 nodes draws taller than
+    the window and taller than a chain of 2."""
+    from customops.browser import VIEWPORT, netron_png
+    from onnx import TensorProto, helper
+
+    def chain(length):
+        nodes = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"]) for i in range(length)]
+        inputs = [helper.make_tensor_value_info("v0", TensorProto.FLOAT, [2])]
+        graph = helper.make_graph(nodes, "chain", inputs,
+                                  [helper.make_tensor_value_info(f"v{length}", TensorProto.FLOAT, [2])])
+        path = tmp_path / f"chain{length}.onnx"
+        onnx.save(helper.make_model(graph), path)
+        return _png_size(netron_png(netron_url(path)))
+
+    short, tall = chain(2), chain(30)
+    assert tall[1] > VIEWPORT["height"] and tall[1] > 3 * short[1], (short, tall)
