@@ -22,7 +22,8 @@ from customops.ort import library_path, session
 from helpers import random_clouds
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_MODEL = ROOT / "build" / "cpp" / "run_model"
+# CUSTOMOPS_RUN_MODEL: another build of it (e.g. with sanitizers) to test instead
+RUN_MODEL = Path(os.environ.get("CUSTOMOPS_RUN_MODEL", ROOT / "build" / "cpp" / "run_model"))
 MODES = {"library": ["--library"], "builtin": ["--builtin"]}
 
 

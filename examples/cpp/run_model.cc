@@ -16,10 +16,10 @@
 #undef ORT_API_MANUAL_INIT
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <iostream>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
