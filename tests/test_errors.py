@@ -31,6 +31,7 @@ import onnxruntime
 import pytest
 import torch
 from onnxruntime.capi.onnxruntime_pybind11_state import (
+    Fail,
     InvalidArgument,
     InvalidGraph,
     RuntimeException,
@@ -166,6 +167,13 @@ def load_cases(op):
             op, declared, op.base.attrs, InvalidGraph,
             rf"Type 'tensor\({ONNX[wrong]}\)' of input parameter \({spec.name}\) of operator "
             rf"\({op.onnx_name}\)", id=f"{op.name}-{spec.name}-declared-{wrong}"))
+        if spec.same_as:  # each kernel takes one dtype for both: none matches a mix
+            base = op.declared(op.base.inputs)
+            other = next(d for d in spec.onnx if d != base[spec.same_as].dtype)
+            cases.append(pytest.param(
+                op, {**base, spec.name: np.zeros(0, other)}, op.base.attrs, Fail,
+                rf"no kernel def matches node inputs for Op: {op.onnx_name}",
+                id=f"{op.name}-{spec.name}-declared-{other}-unlike-{spec.same_as}"))
     for name, default in op.attrs.items():
         if default is None:
             attrs = {k: v for k, v in op.base.attrs.items() if k != name}
