@@ -69,12 +69,13 @@ def test_length_budget(path):
 
 
 def calls(source, name):
-    """The calls to ``name`` (a function or a dotted attribute) in a cell, in order."""
+    """The calls in a cell to ``name`` or to ``anything.name``, in order."""
     try:
         tree = ast.parse(source)
     except SyntaxError:  # IPython magics
         tree = ast.parse("\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!"))))
-    found = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == name]
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and (ast.unparse(n.func) == name or ast.unparse(n.func).endswith("." + name))]
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
 
