@@ -29,6 +29,7 @@ import customops
 from customops import doctor
 from customops.ort import library_path
 from helpers import single_node_model
+from ort_venv import ort_python
 
 ROOT = Path(__file__).resolve().parent.parent
 F32 = np.zeros((4, 3), np.float32)
@@ -407,10 +408,10 @@ def test_thousand_nodes_within_bound(capsys):
         print("\ndoctor, 1,000 nodes: " + ", ".join(f"{k} {v:.2f} s" for k, v in timings.items()))
 
 
-def test_deform_conv_on_onnxruntime_without_the_kernel(runtime, tmp_path):
+def test_deform_conv_on_onnxruntime_without_the_kernel(tmp_path):
     """ORT's DeformConv kernel first ships in 1.25.0: on 1.24.4 the doctor must
     say so, from that runtime's own refusal, and name the alternative."""
-    python = runtime("1.24.4", f"onnx=={onnx.__version__}")
+    python = ort_python("1.24.4", f"onnx=={onnx.__version__}")
     standard = tmp_path / "deform_conv.onnx"
     onnx.save(single_node_model("DeformConv", DEFORM, ["y"], domain="", opset=19), standard)
     ours = tmp_path / "deform_conv2d.onnx"

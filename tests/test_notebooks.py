@@ -1,7 +1,9 @@
-"""The notebooks as files: ordered names, a clean top-to-bottom run stored,
-nothing of the author's machine inside.  (Their outputs are checked by nbval,
-which runs every notebook as a test.)"""
+"""The notebooks as files: the course order, a clean top-to-bottom run stored,
+nothing of the author's machine inside, the length budget, a static picture
+beside every live Netron view, the torch 2.x route first.  (Their outputs are
+checked by nbval, which runs every notebook as a test.)"""
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -10,6 +12,14 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
+# The course, in order (README and 00_overview show the same map).
+COURSE = ["00_overview", "01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_library",
+          "05_knn_query", "06_selu", "07_ort_op_from_scratch", "08_end_to_end", "09_sharp_edges"]
+# Notebooks built around one operator: their first export takes the torch 2.x route.
+CASES = ["01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_library", "05_knn_query",
+         "06_selu", "08_end_to_end"]
+MAX_CELLS = 45
+MAX_MARKDOWN_WORDS = 2200
 # absolute paths of the kinds a run leaves behind on Linux and macOS, and the
 # path of this checkout, wherever it is
 CHECKOUT = str(NOTEBOOKS.parent)
@@ -17,19 +27,19 @@ ABSOLUTE = re.compile(r"(/home/|/root/|/Users/|/tmp/|/private/var/|site-packages
                       + re.escape(CHECKOUT) + ")")
 
 
-def test_names_are_two_digit_contiguous_and_unique():
-    names = [p.name for p in PATHS]
-    assert names, "no notebooks found"
-    assert all(re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", n) for n in names), names
-    numbers = [int(n[:2]) for n in names]
-    assert numbers == list(range(len(names))), names
+def cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def test_notebooks_are_the_course_in_order():
+    assert [p.stem for p in PATHS] == COURSE
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
 def test_cells_were_run_once_in_order(path):
-    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
-    counts = [c["execution_count"] for c in cells]
-    assert counts == list(range(1, len(cells) + 1)), f"{path.name}: execution counts {counts}"
+    code = [c for c in cells(path) if c["cell_type"] == "code"]
+    counts = [c["execution_count"] for c in code]
+    assert counts == list(range(1, len(code) + 1)), f"{path.name}: execution counts {counts}"
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
@@ -42,11 +52,61 @@ def test_no_absolute_paths_or_run_timestamps(path):
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
 def test_opens_with_title_and_neighbour_links(path):
-    first = json.loads(path.read_text())["cells"][0]
+    first = cells(path)[0]
     source = "".join(first["source"])
     assert first["cell_type"] == "markdown" and source.startswith("# "), path.name
-    index = PATHS.index(path)
-    for neighbour in (PATHS[index - 1] if index else None,
-                      PATHS[index + 1] if index + 1 < len(PATHS) else None):
-        if neighbour is not None:
-            assert f"({neighbour.name})" in source, f"{path.name} does not link {neighbour.name}"
+    index = COURSE.index(path.stem)
+    for neighbour in COURSE[max(index - 1, 0):index] + COURSE[index + 1:index + 2]:
+        assert f"({neighbour}.ipynb)" in source, f"{path.name} does not link {neighbour}.ipynb"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_length_budget(path):
+    markdown = [c for c in cells(path) if c["cell_type"] == "markdown"]
+    words = sum(len("".join(c["source"]).split()) for c in markdown)
+    assert len(cells(path)) <= MAX_CELLS, f"{path.name}: {len(cells(path))} cells > {MAX_CELLS}"
+    assert words <= MAX_MARKDOWN_WORDS, f"{path.name}: {words} words of markdown > {MAX_MARKDOWN_WORDS}"
+
+
+def calls(source, name):
+    """The calls in a cell to ``name`` or to ``anything.name``, in order."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython magics
+        tree = ast.parse("\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!"))))
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and (ast.unparse(n.func) == name or ast.unparse(n.func).endswith("." + name))]
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_every_netron_view_has_a_static_picture(path):
+    for i, cell in enumerate(cells(path)):
+        if cell["cell_type"] == "code" and calls("".join(cell["source"]), "netron_view"):
+            kinds = [kind for output in cell["outputs"] for kind in output.get("data", {})]
+            assert "image/png" in kinds, f"{path.name}, cell {i}: netron_view without a stored PNG"
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_first_export_takes_the_torch_2_route(name):
+    path = NOTEBOOKS / f"{name}.ipynb"
+    exports = [call for cell in cells(path) if cell["cell_type"] == "code"
+               for call in calls("".join(cell["source"]), "torch.onnx.export")]
+    assert exports, f"{name} never calls torch.onnx.export"
+    dynamo = [k.value for k in exports[0].keywords if k.arg == "dynamo"]
+    assert not dynamo or ast.literal_eval(dynamo[0]) is True, (
+        f"{name}: the first torch.onnx.export passes dynamo={ast.unparse(dynamo[0])}")
+
+
+def test_links_to_notebook_anchors_resolve():
+    """`NN_name.ipynb#anchor` links point at an `<a id="anchor">` of that notebook."""
+    anchors = {p.name: {a for c in cells(p) for a in re.findall(r'<a id="([^"]+)">', "".join(c["source"]))}
+               for p in PATHS}
+    for path in PATHS:
+        for cell in cells(path):
+            if cell["cell_type"] != "markdown":
+                continue
+            for target, anchor in re.findall(r"\]\((\d\d_[a-z0-9_]+\.ipynb)?#([\w-]+)\)",
+                                             "".join(cell["source"])):
+                target = target or path.name
+                assert anchor in anchors.get(target, ()), f"{path.name} links {target}#{anchor}"

@@ -1,20 +1,23 @@
 """The library against other onnxruntime releases than the pinned one.
 
-Each release gets a small venv of its own (the ``runtime`` fixture of
-conftest.py: onnxruntime + numpy from PyPI, made once per test session).
-The oldest supported release and the newest one measured run every op with
-the pinned runtime's results; the release before the oldest gets a clear
-refusal, not a crash.
+Each release gets a small venv of its own (onnxruntime + numpy from PyPI,
+built once and cached in build/ort-venvs/ by tools/ort_venv.py, which
+notebook 02 and the doctor's tests share).  The oldest supported release and
+the newest one measured run every op with the pinned runtime's results; the
+release before the oldest gets a clear refusal, not a crash.
 """
 
 import subprocess
 import textwrap
 
 import numpy as np
+import pytest
 
 from customops.ort import library_path
 from helpers import single_node_model
 from optable import OPS, basic_samples
+
+from ort_venv import ort_python
 
 SCRIPT = textwrap.dedent("""
     import sys, numpy as np, onnxruntime as ort
@@ -55,9 +58,9 @@ def run(python, paths):
 
 
 @pytest.mark.parametrize("version", ["1.24.4", "1.32.0"])  # oldest supported, newest
-def test_supported_runtime_runs_every_op(runtime, tmp_path, version):
+def test_supported_runtime_runs_every_op(tmp_path, version):
     expected = models(tmp_path)
-    done = run(runtime(version), list(expected))
+    done = run(ort_python(version), list(expected))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == version
     for path, outputs in expected.items():
@@ -65,7 +68,26 @@ def test_supported_runtime_runs_every_op(runtime, tmp_path, version):
             np.testing.assert_array_equal(np.load(f"{path}.out.{name}.npy"), value)
 
 
-def test_older_runtime_is_refused_with_a_message(runtime, tmp_path):
-    done = run(runtime("1.23.2"), list(models(tmp_path))[:1])
+def test_older_runtime_is_refused_with_a_message(tmp_path):
+    done = run(ort_python("1.23.2"), list(models(tmp_path))[:1])
     assert done.returncode != 0
     assert "customops needs onnxruntime >= 1.24, this is 1.23.2" in done.stderr
+
+
+def test_standard_deformconv_needs_onnxruntime_1_25(tmp_path):
+    """Notebook 02's fact: ORT's CPU DeformConv kernel first ships in 1.25.0;
+    1.24.4 loads no model that uses it.  (The pinned runtime runs it.)"""
+    from customops.ort import session
+
+    rng = np.random.default_rng(0)
+    inputs = {"X": rng.random((1, 2, 5, 5), np.float32), "W": rng.random((3, 2, 3, 3), np.float32),
+              "offset": rng.random((1, 18, 3, 3), np.float32)}
+    model = single_node_model("DeformConv", inputs, ["Y"], domain="")
+    path = tmp_path / "deformconv.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert session(model).run(None, inputs)[0].shape == (1, 3, 3, 3)
+    load = "import sys, onnxruntime as ort; ort.InferenceSession(sys.argv[1])"
+    done = subprocess.run([ort_python("1.24.4"), "-c", load, path], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert ("NOT_IMPLEMENTED : Could not find an implementation for DeformConv(19)"
+            in done.stderr), done.stderr
