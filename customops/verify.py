@@ -1,57 +1,18 @@
-"""Export -> check -> run in ONNX Runtime -> compare with PyTorch, in one call.
+"""Check an exported model: the ONNX checker, then ONNX Runtime against PyTorch.
 
-    from customops.verify import verify
-    onnx_model = verify(model, (x, offset), dynamo=False)   # TorchScript exporter
-    onnx_model = verify(model, (x, offset), dynamo=True)    # torch.export exporter
+    session = onnxruntime.InferenceSession(onnx_model.SerializeToString(), options)
+    check(onnx_model, model, (x, offset), session=session, more_args=[(x2, offset2)])
 
-Both exporters get what they need for the custom operators: the TorchScript
-exporter the symbolic functions of ``customops.symbolic``, the new one the
-translation table of ``customops.translations``.
+It exports nothing and registers nothing: the export, the translation table or
+symbolic functions, and the session with its custom-op libraries are the
+caller's, visible where they are made.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import warnings
-
 import numpy as np
 import onnx
 import torch
-
-from . import ort, symbolic, translations
-from .native import native_output
-
-DEFAULT_OPSET = 18
-
-
-def export(model, args, *, dynamo: bool, opset_version: int = DEFAULT_OPSET,
-           quiet: bool = True, **kwargs) -> onnx.ModelProto:
-    """torch.onnx.export to memory; returns the ONNX model.
-
-    kwargs go to torch.onnx.export (input_names, output_names, dynamic_axes
-    or dynamic_shapes, custom_opsets, ...).  ``quiet`` hides the exporters'
-    deprecation warnings, progress lines and what their C++ side prints,
-    which the notebooks discuss once instead of on every call.
-    """
-    args = args if isinstance(args, tuple) else (args,)
-    if dynamo:
-        table = {**translations.TABLE, **kwargs.pop("custom_translation_table", {})}
-        kwargs.update(custom_translation_table=table, verbose=not quiet)
-    else:
-        symbolic.register()
-        kwargs["custom_opsets"] = {ort.DOMAIN: ort.OPSET_VERSION, **kwargs.get("custom_opsets", {})}
-    with warnings.catch_warnings(), (native_output() if quiet else contextlib.nullcontext()):
-        if quiet:
-            warnings.simplefilter("ignore")
-        if dynamo:
-            program = torch.onnx.export(model, args, dynamo=True,
-                                        opset_version=opset_version, **kwargs)
-            return program.model_proto
-        buffer = io.BytesIO()
-        torch.onnx.export(model, args, buffer, dynamo=False, opset_version=opset_version,
-                          **kwargs)
-        return onnx.load_from_string(buffer.getvalue())
 
 
 def _numpy(values):
@@ -60,12 +21,12 @@ def _numpy(values):
     return [v.detach().numpy() for v in values]
 
 
-def compare(onnx_model: onnx.ModelProto, model, args, rtol=1e-5, atol=1e-6, session=None):
-    """Runs ``args`` through torch and through ORT (with the custom-op
-    library) and asserts equal outputs: integers exactly, floats within
-    rtol/atol.  Returns the largest absolute difference of each output."""
+def compare(session, model, args, rtol=1e-5, atol=1e-6) -> list[float]:
+    """Runs ``args`` through ``model`` and through ``session`` (feeding the
+    session's inputs in order) and asserts equal outputs: integers exactly,
+    floats within rtol/atol.  Returns the largest absolute difference of each
+    output."""
     args = args if isinstance(args, tuple) else (args,)
-    session = session or ort.session(onnx_model)
     feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
     got = session.run(None, feeds)
     with torch.no_grad():
@@ -86,15 +47,13 @@ def compare(onnx_model: onnx.ModelProto, model, args, rtol=1e-5, atol=1e-6, sess
 
 
 def check(onnx_model: onnx.ModelProto, model, args, *, session, more_args=(), rtol=1e-5,
-          atol=1e-6) -> list[list[float]]:
-    """``onnx.checker.check_model(full_check=True)``, then runs ``session``
-    (an ``onnxruntime.InferenceSession`` of ``onnx_model`` that the caller
-    created, custom-op libraries and all) and ``model`` on ``args`` and on
-    every input tuple of ``more_args``, asserts equal outputs (integers
-    exactly, floats within rtol/atol) and prints one line saying so.  It
-    exports nothing and registers nothing."""
+          atol=1e-6) -> None:
+    """``onnx.checker.check_model(full_check=True)``, then ``compare`` on
+    ``args`` and on every input tuple of ``more_args``; prints one line
+    saying what matched.  ``session`` is an ``onnxruntime.InferenceSession``
+    of ``onnx_model`` that the caller created, custom-op libraries and all."""
     onnx.checker.check_model(onnx_model, full_check=True)
-    results = [compare(onnx_model, model, a, rtol, atol, session) for a in (args, *more_args)]
+    results = [compare(session, model, a, rtol, atol) for a in (args, *more_args)]
     # The differences themselves are not printed: their last digits depend on
     # the CPU's vector code paths, and notebooks must print the same text on
     # every machine.
@@ -103,26 +62,3 @@ def check(onnx_model: onnx.ModelProto, model, args, *, session, more_args=(), rt
     match = "identical" if exact else f"equal within rtol={rtol:g}, atol={atol:g}"
     print(f"nodes {', '.join(ops)}; checker ok; ORT and torch {match} on {len(results)} "
           "input set(s)")
-    return results
-
-
-def verify(model, args, *, dynamo: bool, more_args=(), rtol=1e-5, atol=1e-6,
-           verbose=True, **export_kwargs) -> onnx.ModelProto:
-    """Export, ``onnx.checker.check_model(full_check=True)``, then compare
-    ORT with torch on ``args`` and on every input tuple in ``more_args``
-    (export with dynamic shapes for those of other sizes)."""
-    onnx_model = export(model, args, dynamo=dynamo, **export_kwargs)
-    onnx.checker.check_model(onnx_model, full_check=True)
-    session = ort.session(onnx_model)
-    results = [compare(onnx_model, model, a, rtol, atol, session) for a in (args, *more_args)]
-    if verbose:
-        # The differences themselves are not printed: their last digits
-        # depend on the CPU's vector code paths, and notebooks must print the
-        # same text on every machine.
-        exporter = "torch.export (dynamo=True)" if dynamo else "TorchScript (dynamo=False)"
-        ops = sorted({f"{n.domain or 'ai.onnx'}::{n.op_type}" for n in onnx_model.graph.node})
-        exact = all(d == 0 for r in results for d in r)
-        match = "identical" if exact else f"equal within rtol={rtol:g}, atol={atol:g}"
-        print(f"{exporter}: nodes {', '.join(ops)}; checker ok; ORT and torch {match} "
-              f"on {len(results)} input set(s)")
-    return onnx_model

@@ -23,7 +23,6 @@ import urllib.request
 import uuid
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from customops.browser import (  # noqa: F401  (used by test_browser.py)
     CHROMIUM, launch_chromium, missing_chromium_message, open_in_netron,

@@ -107,7 +107,7 @@ def page(chromium):
 
 def _asinh():
     import torch
-    from customops.verify import export
+    from exporting import export
 
     class AsinhModel(torch.nn.Module):
         def forward(self, x):
@@ -122,7 +122,7 @@ def _asinh():
 def _deform_conv2d():
     import torch
     import customops
-    from customops.verify import export
+    from exporting import export
 
     class DeformConv(torch.nn.Module):
         def __init__(self):
@@ -140,7 +140,7 @@ def _deform_conv2d():
 def _my_add():
     import torch
     import customops
-    from customops.verify import export
+    from exporting import export
 
     class MyAdd(torch.nn.Module):
         def forward(self, a, b):
@@ -153,7 +153,7 @@ def _my_add():
 def _knnquery():
     import torch
     import customops
-    from customops.verify import export
+    from exporting import export
 
     class KNN(torch.nn.Module):
         def forward(self, xyz, offset):
@@ -169,7 +169,7 @@ def _selu_function():
     symbolic for aten::selu with g.onnxscript_op, TorchScript exporter; the
     model keeps the function in model.functions."""
     import torch
-    from customops.verify import export
+    from exporting import export
     from onnxscript import opset18 as op
 
     alpha, gamma = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946

@@ -124,7 +124,7 @@ def exported_models():
     """The ops exported from PyTorch by both exporters, as the notebooks do
     (the cases of tests/test_deploy.py)."""
     import torch
-    from customops.verify import export
+    from exporting import export
     from test_deploy import cases
 
     models, t = cases()

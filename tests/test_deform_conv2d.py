@@ -8,7 +8,7 @@ from onnx.reference import ReferenceEvaluator
 
 import customops
 from customops.ort import session
-from customops.verify import verify
+from exporting import verify
 from helpers import feeds, single_node_model
 from optable import DEFORM_CONFIGS, deform_attrs, deform_config_id, deform_inputs
 
@@ -91,7 +91,7 @@ def test_export_runs_in_ort(dynamo, mask, bias):
     torch.manual_seed(0)
     model = DeformModel(mask, bias).eval()
     args = (torch.randn(2, 4, 11, 9),)
-    onnx_model = verify(model, args, dynamo=dynamo, rtol=1e-4, atol=1e-4, verbose=False)
+    onnx_model = verify(model, args, dynamo=dynamo, rtol=1e-4, atol=1e-4)
     (node,) = [n for n in onnx_model.graph.node if n.domain == "custom"]
     assert node.op_type == "deform_conv2d"
     present = [name != "" for name in node.input]

@@ -2,7 +2,7 @@
 customops.ort alone, in a process where ``import torch`` fails.
 
 The parent process (this one, with torch) exports one model per op with each
-exporter, the way the notebooks do (``customops.verify.export``), saves them
+exporter, as tests/exporting.py does, saves them
 with their inputs and the outputs torch computed, and a child process that
 cannot import torch (``sys.modules["torch"] = None`` before anything else)
 runs them and compares.  The child also runs every model the notebooks
@@ -26,7 +26,7 @@ import pytest
 import torch
 
 import customops
-from customops.verify import export
+from exporting import export
 from optable import BY_ONNX_NAME, DOMAIN, OPS, basic_samples
 
 ROOT = Path(__file__).resolve().parent.parent

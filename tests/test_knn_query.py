@@ -7,7 +7,7 @@ from scipy.spatial import cKDTree
 
 import customops
 from customops.ort import session
-from customops.verify import verify
+from exporting import verify
 from helpers import feeds, random_clouds, single_node_model
 from optable import OPS, tensors
 
@@ -89,7 +89,7 @@ def test_export_runs_in_ort(rng, dynamo, with_queries):
         kwargs = {"dynamic_axes": {"xyz": [0], "new_xyz": [0], "idx": [0], "dist": [0]},
                   "output_names": ["idx", "dist"]}
     model = verify(KNN(8), args, dynamo=dynamo, more_args=more, input_names=names,
-                   verbose=False, **kwargs)
+                   **kwargs)
     (node,) = model.graph.node
     assert (node.domain, node.op_type, len(node.input), len(node.output)) == (
         "custom", "knnquery", len(names), 2)
@@ -106,7 +106,7 @@ def test_int64_offsets_export_with_a_cast(rng, dynamo, with_queries):
     if with_queries:
         q, qo = random_clouds(rng, [5, 9])
         args += [torch.from_numpy(q), torch.from_numpy(qo).long()]
-    model = verify(KNN(6), tuple(args), dynamo=dynamo, verbose=False)
+    model = verify(KNN(6), tuple(args), dynamo=dynamo)
     ops = [n.op_type for n in model.graph.node]
     assert sorted(ops) == sorted(["Cast"] * (1 + with_queries) + ["knnquery"]), ops
     offset_input = model.graph.input[1].type.tensor_type.elem_type
