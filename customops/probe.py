@@ -84,12 +84,12 @@ class Library:
 
 
 def shown_path(path: str) -> str:
-    """A path as a user would type it here: relative to the current directory when inside it."""
+    """A path as a user would type it here: relative to the current directory
+    (so a notebook's output names no directory of the machine it ran on)."""
     try:
-        relative = os.path.relpath(path)
-    except ValueError:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
         return path
-    return path if relative.startswith("..") else relative
 
 
 def known_libraries() -> list[Library]:
