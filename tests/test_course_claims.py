@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime
+import onnxscript
 import pytest
 import torch
+from onnxscript import FLOAT, opset18
 from torch.onnx import register_custom_op_symbolic
 
 import customops
@@ -149,3 +151,23 @@ def test_knn_legacy_symbolic_without_queries_writes_a_two_input_node():
     more = torch.rand(70, 3)
     idx, _ = session.run(None, {"xyz": more.numpy(), "offset": np.array([70], np.int32)})
     np.testing.assert_array_equal(idx, customops.knn_query(8, more, torch.tensor([70], dtype=torch.int32))[0])
+
+
+
+@onnxscript.script(onnxscript.values.Opset("course-claims", 1))
+def _selu(X: FLOAT) -> FLOAT:
+    alpha = opset18.CastLike(1.6732632423543772, X)
+    gamma = opset18.CastLike(1.0507009873554805, X)
+    return opset18.Where(X <= opset18.CastLike(0, X), gamma * (alpha * opset18.Exp(X) - alpha), gamma * X)
+
+
+def test_new_exporter_inlines_an_onnxscript_translation_even_without_optimization():
+    """06, section 2: the function of a translation never reaches the file, with
+    optimize=False too (the version converter inlines it)."""
+    for optimize in (True, False):
+        model = torch.onnx.export(torch.nn.SELU(), (torch.randn(2, 3),), dynamo=True, verbose=False,
+                                  optimize=optimize,
+                                  custom_translation_table={torch.ops.aten.selu.default: _selu}).model_proto
+        ops = {n.op_type for n in model.graph.node}
+        assert "Where" in ops and "Selu" not in ops, ops        # our function was used, not the built-in Selu
+        assert not model.functions and all(n.domain == "" for n in model.graph.node), optimize
