@@ -25,6 +25,11 @@ import customops.ops  # noqa: F401  (torch.ops.customops.*)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "notebooks"))
 from torch_cluster_standin import grid_cluster  # noqa: E402  (the notebooks' stand-in package)
 
+
+@torch.library.register_fake("torch_cluster::grid")
+def _(pos, size, optional_start, optional_end):
+    return pos.new_empty(pos.shape[0], dtype=torch.int64)
+
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 
 
@@ -171,3 +176,26 @@ def test_new_exporter_inlines_an_onnxscript_translation_even_without_optimizatio
         ops = {n.op_type for n in model.graph.node}
         assert "Where" in ops and "Selu" not in ops, ops        # our function was used, not the built-in Selu
         assert not model.functions and all(n.domain == "" for n in model.graph.node), optimize
+
+
+def test_torch_verify_true_reports_a_wrong_translation_without_failing(capsys):
+    """04, section 3: torch.onnx.export(..., verify=True) runs ORT on the example
+    inputs and compares, but a wrong result is only a progress line and a log
+    warning: the export returns normally."""
+
+    def wrong_translation(pos, size, optional_start=None, optional_end=None):   # no strides: wrong ids
+        start = opset18.ReduceMin(pos, opset18.Constant(value_ints=[0]), keepdims=0)
+        cell = opset18.Cast(opset18.Div(opset18.Sub(pos, start), size), to=onnx.TensorProto.INT64)
+        return opset18.ReduceSum(cell, opset18.Constant(value_ints=[1]), keepdims=0)
+
+    class Voxelize(torch.nn.Module):
+        def forward(self, pos, size):
+            return grid_cluster(pos, size)
+
+    pos, size = torch.rand(30, 3) * 4, torch.ones(3)
+    program = torch.onnx.export(Voxelize(), (pos, size), dynamo=True, verbose=True, verify=True,
+                                custom_translation_table={torch.ops.torch_cluster.grid.default: wrong_translation})
+    assert "Verify output accuracy... ❌" in capsys.readouterr().out
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString())
+    (got,) = session.run(None, {"pos": pos.numpy(), "size": size.numpy()})
+    assert not np.array_equal(got, grid_cluster(pos, size).numpy())
