@@ -31,10 +31,7 @@ int runtime_api_version(const OrtApiBase* base) {
 OrtCustomOpDomain* domain(int api_version) {
   static OrtCustomOpDomain* shared = [api_version] {
     Ort::CustomOpDomain d(kDomain);
-    std::vector<OrtCustomOp*> ops = my_add_ops();
-    ops.push_back(knn_query_op());
-    ops.push_back(deform_conv2d_op());
-    for (OrtCustomOp* op : ops) {
+    for (OrtCustomOp* op : all_ops()) {
       // The op structs claim the headers' API version; a runtime older than
       // that refuses them ("Unsupported version '29' in custom op", measured
       // with onnxruntime 1.17-1.23).  Claim the version we negotiated.

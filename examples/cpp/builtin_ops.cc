@@ -5,9 +5,7 @@
 OrtCustomOpDomain* builtin_ops() {
   static Ort::CustomOpDomain domain = [] {
     Ort::CustomOpDomain d(customops::ort::kDomain);
-    d.Add(customops::ort::my_add_op());
-    d.Add(customops::ort::knn_query_op());
-    d.Add(customops::ort::deform_conv2d_op());
+    for (OrtCustomOp* op : customops::ort::all_ops()) d.Add(op);
     return d;
   }();
   return domain;
