@@ -21,7 +21,8 @@ _LAZY = {
 }
 
 # submodules, importable as attributes: customops.ort, customops.verify, ...
-_SUBMODULES = {"browser", "builder", "graph", "native", "ops", "ort", "symbolic", "translations", "verify"}
+_SUBMODULES = {"browser", "builder", "checks", "doctor", "graph", "native", "ops", "ort", "probe",
+               "symbolic", "translations", "verify"}
 
 __all__ = sorted(_LAZY)
 

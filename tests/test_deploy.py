@@ -224,10 +224,9 @@ def run_torch_free(plan: dict, tmp_path: Path):
     return json.loads(done.stdout.strip().splitlines()[-1])["ran"]
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """Every case exported with both exporters, saved with inputs and torch's outputs."""
-    folder = tmp_path_factory.mktemp("deploy")
+def export_cases(folder: Path) -> list[dict]:
+    """Every case exported with both exporters into ``folder``, saved with
+    inputs and torch's outputs: [{"model": path, "data": path}, ...]."""
     models, t = cases()
     items = []
     for name, (module, inputs) in models.items():
@@ -247,6 +246,11 @@ def exported(tmp_path_factory):
                      **{f"out_{i}": o.numpy() for i, o in enumerate(outputs)})
             items.append({"model": str(path), "data": str(data)})
     return items
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    return export_cases(tmp_path_factory.mktemp("deploy"))
 
 
 def test_exported_models_run_without_torch(exported, tmp_path, capsys):

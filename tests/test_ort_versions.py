@@ -1,17 +1,15 @@
 """The library against other onnxruntime releases than the pinned one.
 
-Each release gets a small venv of its own (onnxruntime + numpy from PyPI,
-cached under the pytest temp dir of this session).  The oldest supported
-release runs every op; the one before gets a clear refusal, not a crash.
+Each release gets a small venv of its own (the ``runtime`` fixture of
+conftest.py: onnxruntime + numpy from PyPI, made once per test session).
+The oldest supported release runs every op; the one before gets a clear
+refusal, not a crash.
 """
 
 import subprocess
-import sys
 import textwrap
-import venv
 
 import numpy as np
-import pytest
 
 from customops.ort import library_path
 from helpers import single_node_model
@@ -56,19 +54,6 @@ def models(tmp_path):
             np.save(f"{path}.{name}.npy", value)
         written[str(path)] = dict(zip(outputs, session(model).run(None, present)))
     return written
-
-
-@pytest.fixture(scope="session")
-def runtime(tmp_path_factory):
-    def make(version):
-        env = tmp_path_factory.getbasetemp() / f"ort-{version}"
-        python = env / "bin" / "python"
-        if not python.exists():
-            venv.create(env, with_pip=True)
-            subprocess.run([python, "-m", "pip", "install", "--quiet", f"onnxruntime=={version}",
-                            "numpy<2.3"], check=True, capture_output=True)
-        return python
-    return make
 
 
 def run(python, paths):
