@@ -14,7 +14,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # JupyterLab refuses to run as root unless told (containers often are root).
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup lab test notebooks bench sanitize clean
+.PHONY: setup lab test cpp notebooks bench sanitize clean
 
 setup: $(BUILT)
 
@@ -34,8 +34,24 @@ $(BUILT): $(DEPS) $(SOURCES)
 lab: setup $(CHROMIUM)
 	$(VENV)/bin/jupyter lab --no-browser $(LAB_ROOT) --notebook-dir=notebooks
 
-test: setup $(CHROMIUM)
+test: setup cpp $(CHROMIUM)
 	$(PY) -m pytest
+
+# The C++ application examples/cpp -> build/cpp/run_model, linked against the
+# libonnxruntime inside the installed onnxruntime wheel, with the ORT headers
+# tools/ort_headers.py finds (ORT_INCLUDE_DIR, or fetched once).  Needs cmake.
+CPP_BUILD   := build/cpp
+ORT_LIBRARY  = $(shell $(PY) -c "import onnxruntime, pathlib; \
+  print(*pathlib.Path(onnxruntime.__file__).parent.glob('capi/libonnxruntime.so*'))")
+
+cpp: $(CPP_BUILD)/run_model
+
+$(CPP_BUILD)/run_model: $(DEPS) tools/ort_headers.py $(wildcard examples/cpp/*) $(shell find csrc -type f)
+	include_dir=$$($(PY) tools/ort_headers.py) && \
+	  cmake -S examples/cpp -B $(CPP_BUILD) -DORT_INCLUDE_DIR="$$include_dir" \
+	    -DORT_LIBRARY="$(ORT_LIBRARY)" > /dev/null
+	cmake --build $(CPP_BUILD) -j 2
+	touch $@
 
 $(CHROMIUM):
 	$(SUDO) apt-get update

@@ -1,0 +1,108 @@
+// my_ops::embed and my_ops::embed_scaled, ONNX Runtime custom ops written
+// with the lite API, in one file that needs only the ORT headers:
+//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE embed_lite.cc -o libembed_lite.so
+//
+//   embed(ids int64[...], table float[rows, width]) -> float[..., width] = table[ids]
+//   embed_scaled: the same times the float attribute `scale` (default 1)
+//   embed_affine(ids, table, scale?, bias?) = table[ids] * scale + bias
+#define ORT_API_MANUAL_INIT  // the runtime hands us its API in RegisterCustomOps
+#include <onnxruntime_cxx_api.h>
+#include <onnxruntime_lite_custom_op.h>
+#undef ORT_API_MANUAL_INIT
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+
+using Ort::Custom::Tensor;
+using OptionalTensor = std::optional<const Tensor<float>*>;
+
+namespace {
+
+// out[i, :] = table[ids[i], :] * factor * scale[:] + bias[:]; scale, bias may be null.
+Ort::Status gather(const Tensor<int64_t>& ids, const Tensor<float>& table, float factor,
+                   const float* scale, const float* bias, Tensor<float>& out) {
+  if (table.Shape().size() != 2)
+    return Ort::Status("embed: table must be 2-D (rows, width)", ORT_INVALID_ARGUMENT);
+  const int64_t rows = table.Shape()[0], width = table.Shape()[1];
+  std::vector<int64_t> shape = ids.Shape();
+  shape.push_back(width);
+  float* y = out.Allocate(shape);
+  for (int64_t i = 0; i < ids.NumberOfElement(); ++i) {
+    const int64_t id = ids.Data()[i];
+    if (id < 0 || id >= rows) {
+      const std::string message = "embed: id " + std::to_string(id) + " is not a row of the " +
+                                  std::to_string(rows) + "-row table";
+      return Ort::Status(message.c_str(), ORT_INVALID_ARGUMENT);
+    }
+    for (int64_t j = 0; j < width; ++j)
+      y[i * width + j] = table.Data()[id * width + j] * factor * (scale ? scale[j] : 1.0f) +
+                         (bias ? bias[j] : 0.0f);
+  }
+  return Ort::Status{nullptr};  // success
+}
+
+// A function kernel: its parameters are the op's inputs, then its outputs.
+Ort::Status embed(const Tensor<int64_t>& ids, const Tensor<float>& table, Tensor<float>& out) {
+  return gather(ids, table, 1.0f, nullptr, nullptr, out);
+}
+
+// A struct kernel: built once per node, so it can read the node's attributes.
+struct EmbedScaled {
+  EmbedScaled(const OrtApi* api, const OrtKernelInfo* info) {
+    // A status, not an exception: nothing may throw out of this constructor.
+    Ort::Status status{api->KernelInfoGetAttribute_float(info, "scale", &scale)};
+    if (!status.IsOK()) scale = 1.0f;  // attribute absent
+  }
+  Ort::Status Compute(const Tensor<int64_t>& ids, const Tensor<float>& table, Tensor<float>& out) {
+    return gather(ids, table, scale, nullptr, nullptr, out);
+  }
+  float scale = 1.0f;
+};
+
+// Optional inputs in the lite API: an std::optional parameter.  Fine when
+// only trailing inputs are left out; see the notebook for a middle one.
+Ort::Status embed_affine(const Tensor<int64_t>& ids, const Tensor<float>& table,
+                         OptionalTensor scale, OptionalTensor bias, Tensor<float>& out) {
+  const int64_t width = table.Shape().size() == 2 ? table.Shape()[1] : 0;
+  for (const OptionalTensor& v : {scale, bias})
+    if (v && (*v)->NumberOfElement() != width)
+      return Ort::Status("embed: scale and bias need one value per column", ORT_INVALID_ARGUMENT);
+  return gather(ids, table, 1.0f, scale ? (*scale)->Data() : nullptr,
+                bias ? (*bias)->Data() : nullptr, out);
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
+RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
+  // Compiled against headers of API version ORT_API_VERSION, loaded into a
+  // runtime that may be older: ask for min(runtime, headers).  ("1.31.1" -> 31)
+  const int runtime = std::atoi(std::strchr(api_base->GetVersionString(), '.') + 1);
+  const int version = std::min(runtime, ORT_API_VERSION);
+  Ort::InitApi(api_base->GetApi(version));
+
+  // The ops and their domain must outlive every session: statics, made once.
+  using Op = std::unique_ptr<Ort::Custom::OrtLiteCustomOp>;
+  static const Op ops[] = {
+      Op{Ort::Custom::CreateLiteCustomOp("embed", "CPUExecutionProvider", embed)},
+      Op{Ort::Custom::CreateLiteCustomOp<EmbedScaled>("embed_scaled", "CPUExecutionProvider")},
+      Op{Ort::Custom::CreateLiteCustomOp("embed_affine", "CPUExecutionProvider", embed_affine)}};
+  static Ort::CustomOpDomain domain = [version] {
+    Ort::CustomOpDomain d("my_ops");
+    for (const Op& op : ops) {
+      op->version = version;  // a runtime refuses ops that claim a newer API than its own
+      d.Add(op.get());
+    }
+    return d;
+  }();
+  try {
+    Ort::UnownedSessionOptions(options).Add(domain);
+    return nullptr;
+  } catch (const Ort::Exception& e) {
+    return Ort::GetApi().CreateStatus(e.GetOrtErrorCode(), e.what());
+  }
+}

@@ -1,0 +1,83 @@
+"""The from-scratch example ops (examples/my_first_op, examples/port_seed) that
+notebook 07 builds: each builds with the g++ line its header comment gives,
+warning-free, needing nothing but the ORT headers; and the ownership mistake
+the classic op's shape inference warns about really kills the process."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import ort_headers  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SOURCES = [EXAMPLES / "my_first_op" / "embed_lite.cc", EXAMPLES / "my_first_op" / "embed_classic.cc",
+           EXAMPLES / "port_seed" / "foo_op.cc"]
+
+
+def build(source: Path, library: Path, text: str | None = None) -> None:
+    """Runs the file's documented command (with warnings as errors), on
+    ``text`` instead of the file's own content when given."""
+    command = re.search(r"^//\s+(g\+\+ .*)$", source.read_text(), re.MULTILINE).group(1).split()
+    if text is not None:
+        source = library.with_suffix(".cc")
+        source.write_text(text)
+    include = str(ort_headers.include_dir())
+    command = [str(source) if part.endswith(".cc") else
+               str(library) if part.endswith(".so") else
+               part.replace("$ORT_INCLUDE", include) for part in command]
+    done = subprocess.run([*command, "-Wall", "-Wextra", "-Werror"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
+def test_builds_with_its_documented_command(source, tmp_path):
+    build(source, tmp_path / f"lib{source.stem}.so")
+    assert "RegisterCustomOps" in subprocess.run(
+        ["nm", "-D", "--defined-only", str(tmp_path / f"lib{source.stem}.so")],
+        capture_output=True, text=True).stdout
+
+
+CHILD = """
+import sys
+import numpy as np, onnxruntime as ort
+from onnx import TensorProto, helper
+node = helper.make_node("embed", ["ids", "table"], ["out"], domain="my_ops")
+graph = helper.make_graph([node], "g", [
+    helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"]),
+    helper.make_tensor_value_info("table", TensorProto.FLOAT, ["rows", 3])],
+    [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+model = helper.make_model(graph, ir_version=10, opset_imports=[
+    helper.make_opsetid("", 19), helper.make_opsetid("my_ops", 2)])
+options = ort.SessionOptions()
+options.register_custom_ops_library(sys.argv[1])
+sess = ort.InferenceSession(model.SerializeToString(), options)  # runs shape inference
+print(sess.get_outputs()[0].shape, flush=True)
+"""
+
+
+def test_owning_wrapper_in_shape_inference_is_a_double_free(tmp_path):
+    """embed_classic.cc reads the context's type-and-shape infos through the
+    non-owning Ort::ConstTensorTypeAndShapeInfo.  With the owning
+    Ort::TensorTypeAndShapeInfo instead, they are freed twice."""
+    source = EXAMPLES / "my_first_op" / "embed_classic.cc"
+    right = "const Ort::ConstTensorTypeAndShapeInfo ids(ids_info), table(table_info);"
+    wrong = "const Ort::TensorTypeAndShapeInfo ids(ids_info), table(table_info);"
+    assert right in source.read_text()
+    results = {}
+    for name, text in {"right": None, "wrong": source.read_text().replace(right, wrong)}.items():
+        library = tmp_path / f"libembed_{name}.so"
+        build(source, library, text)
+        results[name] = subprocess.run([sys.executable, "-c", CHILD, str(library)],
+                                       capture_output=True, text=True, timeout=120)
+    assert results["right"].returncode == 0, results["right"].stderr
+    assert results["right"].stdout.strip() == "['n', 3]"
+    assert results["wrong"].returncode == -signal.SIGABRT, results["wrong"]
+    assert "free(): double free detected" in results["wrong"].stderr
