@@ -134,6 +134,19 @@ std::optional<Dims> ShapeInference::input(size_t index) const {
   return dims;
 }
 
+ONNXTensorElementDataType ShapeInference::input_type(size_t index) const {
+  const OrtApi& api = Ort::GetApi();
+  size_t count = 0;
+  Ort::ThrowOnError(api.ShapeInferContext_GetInputCount(context_, &count));
+  OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  if (index < count && ok(api.ShapeInferContext_GetInputTypeShape(context_, index, &info)) &&
+      info != nullptr) {
+    Ort::ThrowOnError(api.GetTensorElementType(info, &type));
+  }
+  return type;
+}
+
 int64_t ShapeInference::attribute(const char* name, int64_t fallback) const {
   const OrtApi& api = Ort::GetApi();
   const OrtOpAttr* attr = nullptr;

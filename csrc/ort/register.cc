@@ -30,7 +30,9 @@ int runtime_api_version(const OrtApiBase* base) {
 OrtCustomOpDomain* domain(int api_version) {
   static OrtCustomOpDomain* shared = [api_version] {
     Ort::CustomOpDomain d(kDomain);
-    for (OrtCustomOp* op : {my_add_op(), knn_query_op(), deform_conv2d_op()}) {
+    std::vector<OrtCustomOp*> ops{my_add_op(), knn_query_op()};
+    for (OrtCustomOp* op : deform_conv2d_ops()) ops.push_back(op);
+    for (OrtCustomOp* op : ops) {
       // The op structs claim the headers' API version; a runtime older than
       // that refuses them ("Unsupported version '29' in custom op", measured
       // with onnxruntime 1.17-1.23).  Claim the version we negotiated.
