@@ -42,8 +42,18 @@ def _dtype_names(dtypes):
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
+def _shape_values(values):
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
 def _shape(t):
-    return "[" + ", ".join(str(d) for d in t.shape) + "]"
+    return _shape_values(t.shape)
+
+
+def _check_same_dtype(t, op, name, reference, dtype):
+    """check_same_dtype in csrc/torch/ops.cpp."""
+    torch._check(t.dtype == dtype, lambda: f"{op}: {name} must have the dtype of {reference}, "
+                 f"{_dtype_name(dtype)}, got {_dtype_name(t.dtype)}")
 
 
 def _check_tensor(t, op, name, dtypes):
@@ -69,8 +79,7 @@ def my_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _(a, b):
     _check_tensor(a, "my_add", "a", MY_ADD_DTYPES)
     _check_tensor(b, "my_add", "b", MY_ADD_DTYPES)
-    torch._check(b.dtype == a.dtype, lambda: f"my_add: b must have the dtype of a, "
-                 f"{_dtype_name(a.dtype)}, got {_dtype_name(b.dtype)}")
+    _check_same_dtype(b, "my_add", "b", "a", a.dtype)
     torch._check(a.shape == b.shape,
                  lambda: f"my_add: b must have the shape of a {_shape(a)}, got {_shape(b)}")
     return a.new_empty(a.shape)
@@ -160,17 +169,84 @@ def knn_query(nsample: int, xyz, offset, new_xyz=None, new_offset=None):
 # --- deform_conv2d ------------------------------------------------------------
 
 
-def _conv_out(size, kernel, stride, padding, dilation):
-    return (size + 2 * padding - (dilation * (kernel - 1) + 1)) // stride + 1
+_DEFORM_DTYPES = (torch.float32, torch.float64, torch.float16)
+_INT32_MAX = 2**31 - 1
 
 
 @torch.library.register_fake("customops::deform_conv2d")
 def _(input, weight, offset, mask, bias, stride, padding, dilation, groups, offset_groups):
-    n, _, h, w = input.shape
-    kh, kw = weight.shape[2:]
-    out_h = _conv_out(h, kh, stride[0], padding[0], dilation[0])
-    out_w = _conv_out(w, kw, stride[1], padding[1], dilation[1])
-    return input.new_empty((n, weight.shape[0], out_h, out_w))
+    """The checks of csrc/torch/ops.cpp and deform_conv2d_check
+    (csrc/kernels/deform_conv2d.cpp) in the same order and words, so that
+    torch.export and torch.compile reject a bad call while tracing; then the
+    output (N, O, out_h, out_w) in the input's dtype."""
+
+    # Each condition goes to torch._check on its own (never through `and` or
+    # all(), which would turn a symbolic size into a guard).
+    def check(conditions, *parts):
+        for ok in conditions if isinstance(conditions, list) else [conditions]:
+            torch._check(ok, lambda: "deform_conv2d: " + "".join(str(p) for p in parts))
+
+    _check_tensor(input, "deform_conv2d", "input", _DEFORM_DTYPES)
+    for name, t in (("weight", weight), ("offset", offset), ("mask", mask), ("bias", bias)):
+        if t is not None:
+            _check_tensor(t, "deform_conv2d", name, _DEFORM_DTYPES)
+            _check_same_dtype(t, "deform_conv2d", name, "input", input.dtype)
+    inp, wt = input.shape, weight.shape
+    check(len(inp) == 4, "input must be 4-D (N, C, H, W), got shape ", _shape_values(inp))
+    check(len(wt) == 4, "weight must be 4-D (out_channels, C/groups, kh, kw), got shape ",
+          _shape_values(wt))
+    for name, values in (("stride", stride), ("padding", padding), ("dilation", dilation)):
+        check(len(values) == 2, name, " must have 2 values (h, w), got ", _shape_values(values))
+    n, c, h, w = inp
+    check([n >= 0, c >= 1, h >= 1, w >= 1],
+          "input must have N >= 0 and C, H, W >= 1, got shape ", _shape_values(inp))
+    check([d >= 1 for d in wt], "weight dimensions must all be >= 1, got shape ",
+          _shape_values(wt))
+    for name, values, low in (("stride", stride, 1), ("padding", padding, 0),
+                              ("dilation", dilation, 1)):
+        check([v >= low for v in values], name, " must be >= ", low, ", got ",
+              _shape_values(values))
+    check(groups >= 1, "groups must be >= 1, got ", groups)
+    check(offset_groups >= 1, "offset_groups must be >= 1, got ", offset_groups)
+    for name, values in (("input shape", inp), ("weight shape", wt), ("stride", stride),
+                         ("padding", padding), ("dilation", dilation)):
+        check([v <= _INT32_MAX for v in values], name, " values must be at most ",
+              _INT32_MAX, ", got ", _shape_values(values))
+    check(h * w <= _INT32_MAX, "input plane H * W must be at most ", _INT32_MAX,
+          ", got shape ", _shape_values(inp))
+    out_channels, kh, kw = wt[0], wt[2], wt[3]
+    check(c % groups == 0, "input channels C = ", c, " must be divisible by groups = ", groups)
+    check(c % offset_groups == 0, "input channels C = ", c,
+          " must be divisible by offset_groups = ", offset_groups)
+    check(out_channels % groups == 0, "weight.shape[0] (out_channels) = ", out_channels,
+          " must be divisible by groups = ", groups)
+    check(wt[1] == c // groups, "weight.shape[1] must be C/groups = ", c // groups, ", got ",
+          wt[1])
+    out = []
+    for axis, size, k, s, p, d in (("height", h, kh, stride[0], padding[0], dilation[0]),
+                                   ("width", w, kw, stride[1], padding[1], dilation[1])):
+        padded, extent = size + 2 * p, d * (k - 1) + 1
+        check(extent <= padded, "kernel ", axis, " extent ", extent,
+              " (dilation * (k - 1) + 1) must fit in the padded input ", axis, " ", padded,
+              " (", axis, " + 2 * padding)")
+        out.append((padded - extent) // s + 1)
+    output_shape = (n, out_channels, *out)
+    count = 1
+    for d in output_shape:  # the running product, as the C++ check computes it
+        count *= d
+        check(count <= 2**60, "output has too many elements (limit 2^60), shape ",
+              _shape_values(output_shape))
+    taps = kh * kw
+    for name, t, expected, layout in (
+            ("offset", offset, (n, 2 * offset_groups * taps, *out),
+             "(N, 2*offset_groups*kh*kw, out_h, out_w)"),
+            ("mask", mask, (n, offset_groups * taps, *out), "(N, offset_groups*kh*kw, out_h, out_w)"),
+            ("bias", bias, (out_channels,), "(out_channels)")):
+        if t is not None:
+            check([t.dim() == len(expected)] + [a == b for a, b in zip(t.shape, expected)],
+                  name, " must have shape ", layout, " = ", _shape_values(expected), ", got ",
+                  _shape_values(t.shape))
+    return input.new_empty(output_shape)
 
 
 def deform_conv2d(input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0),

@@ -1,46 +1,107 @@
 """deform_conv2d: both bindings against torchvision and ONNX's reference DeformConv."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 import torchvision
 from onnx.reference import ReferenceEvaluator
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail as OrtFail
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import customops
 from customops.ort import session
 from exporting import verify
 from helpers import feeds, single_node_model
-from optable import DEFORM_CONFIGS, deform_attrs, deform_config_id, deform_inputs
+from optable import DEFORM_CONFIGS, deform_config_id
+from optable import deform_attrs as attrs
+from optable import deform_inputs as make_inputs
 
 CONFIGS = DEFORM_CONFIGS
-make_inputs = deform_inputs
+CONFIG_IDS = [deform_config_id(c) for c in CONFIGS]
+NAMES = ("input", "weight", "offset", "mask", "bias")  # torchvision's C++ order
+
+# Tolerances against torchvision in the same dtype (float32, float64), and
+# for float16 against torchvision in float64 on the same float16 inputs: we
+# compute in float32 and round once to float16 (half an ulp is 2^-11
+# relative), where torchvision's own float16 path rounds every step.
+TOLERANCE = {np.float32: 1e-4, np.float64: 1e-10, np.float16: 1e-3}
+DTYPES = list(TOLERANCE)
 
 
 def torchvision_reference(x, cfg):
-    t = lambda name: None if x[name] is None else torch.from_numpy(x[name])  # noqa: E731
+    """torchvision.ops.deform_conv2d; float16 inputs are evaluated in float64."""
+    t = lambda name: None if x[name] is None else torch.from_numpy(  # noqa: E731
+        x[name].astype(np.float64) if x[name].dtype == np.float16 else x[name])
     return torchvision.ops.deform_conv2d(
         t("input"), t("offset"), t("weight"), t("bias"), stride=cfg["s"], padding=cfg["p"],
         dilation=cfg["d"], mask=t("mask")).numpy()
 
 
-attrs = deform_attrs
+def assert_close(got, expected, dtype):
+    assert got.dtype == dtype
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), expected, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=deform_config_id)
-def test_both_bindings_match_torchvision(rng, cfg):
-    x = make_inputs(rng, cfg)
-    expected = torchvision_reference(x, cfg)
-    t = lambda name: None if x[name] is None else torch.from_numpy(x[name])  # noqa: E731
-    ours = customops.deform_conv2d(t("input"), t("offset"), t("weight"), t("bias"),
+def op_args(x, cfg):
+    """The arguments of torch.ops.customops.deform_conv2d."""
+    tensors = [None if x[name] is None else torch.from_numpy(x[name]) for name in NAMES]
+    return (*tensors, list(cfg["s"]), list(cfg["p"]), list(cfg["d"]), cfg["g"], cfg["og"])
+
+
+def noncontiguous(t):
+    """The same values, not contiguous: every other element of a buffer twice
+    as long along the longest dimension."""
+    if t is None or t.numel() <= 1:
+        return t
+    dim = max(range(t.dim()), key=lambda i: t.shape[i])
+    shape = list(t.shape)
+    shape[dim] *= 2
+    every_other = tuple(slice(None, None, 2 if i == dim else 1) for i in range(t.dim()))
+    out = torch.zeros(shape, dtype=t.dtype)[every_other]
+    out.copy_(t)
+    assert not out.is_contiguous()
+    return out
+
+
+def torch_binding(x, cfg, layout=lambda t: t):
+    t = lambda name: None if x[name] is None else layout(torch.from_numpy(x[name]))  # noqa: E731
+    return customops.deform_conv2d(t("input"), t("offset"), t("weight"), t("bias"),
                                    stride=cfg["s"], padding=cfg["p"], dilation=cfg["d"],
-                                   mask=t("mask"))
-    np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-4, atol=1e-4)
+                                   mask=t("mask")).numpy()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("cfg", CONFIGS, ids=CONFIG_IDS)
+def test_both_bindings_match_torchvision(rng, cfg, dtype):
+    x = make_inputs(rng, cfg, dtype)
+    expected = torchvision_reference(x, cfg)
+    assert_close(torch_binding(x, cfg), expected, dtype)
+    assert_close(torch_binding(x, cfg, noncontiguous), expected, dtype)
     model = single_node_model("deform_conv2d", x, ["y"], **attrs(cfg))
     (got,) = session(model).run(None, feeds(x))
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert_close(got, expected, dtype)
 
 
-@pytest.mark.parametrize("cfg", CONFIGS[:5], ids=str)
+def test_float16_is_at_least_as_accurate_as_torchvision(rng):
+    """Computing in float32 and rounding once beats torchvision's float16
+    path, which rounds every step (both measured against float64)."""
+    cfg = CONFIGS[9]
+    x = make_inputs(rng, cfg, np.float16)
+    exact = torchvision_reference(x, cfg)
+    t = lambda name: None if x[name] is None else torch.from_numpy(x[name])  # noqa: E731
+    theirs = torchvision.ops.deform_conv2d(t("input"), t("offset"), t("weight"), t("bias"),
+                                           stride=cfg["s"], padding=cfg["p"]).numpy()
+    ours = torch_binding(x, cfg)
+    assert np.abs(ours - exact).max() <= np.abs(theirs.astype(np.float64) - exact).max()
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:5], ids=CONFIG_IDS[:5])
 def test_ort_kernel_matches_onnx_reference_deformconv(rng, cfg):
     """ONNX's own DeformConv (reference implementation) as a second oracle."""
     x = make_inputs(rng, cfg)
@@ -61,11 +122,116 @@ def test_ort_node_without_mask_but_with_bias(rng):
     """The middle optional input is skipped with an empty name: the case that
     crashes ORT's lite API (see csrc/ort/ort_support.h)."""
     cfg = CONFIGS[1] | {"mask": False}
-    x = make_inputs(rng, cfg)
-    model = single_node_model("deform_conv2d", x, ["y"], **attrs(cfg))
-    assert list(model.graph.node[0].input) == ["input", "weight", "offset", "", "bias"]
-    (got,) = session(model).run(None, feeds(x))
-    np.testing.assert_allclose(got, torchvision_reference(x, cfg), rtol=1e-4, atol=1e-4)
+    for dtype in DTYPES:
+        x = make_inputs(rng, cfg, dtype)
+        model = single_node_model("deform_conv2d", x, ["y"], **attrs(cfg))
+        assert list(model.graph.node[0].input) == ["input", "weight", "offset", "", "bias"]
+        (got,) = session(model).run(None, feeds(x))
+        assert_close(got, torchvision_reference(x, cfg), dtype)
+
+
+def test_ort_refuses_mixed_dtypes_at_load(rng):
+    """Each kernel declares one type for all inputs: a node mixing float32
+    and float64 matches none of them (message of onnxruntime 1.31)."""
+    x = make_inputs(rng, CONFIGS[0])
+    x["weight"] = x["weight"].astype(np.float64)
+    model = single_node_model("deform_conv2d", x, ["y"], **attrs(CONFIGS[0]))
+    with pytest.raises(OrtFail, match="no kernel def matches node inputs for Op: deform_conv2d"):
+        session(model)
+
+
+ISA_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, "tests")
+import test_deform_conv2d as t
+rng = np.random.default_rng(0)
+for cfg in t.CONFIGS:
+    for dtype in t.DTYPES:
+        x = t.make_inputs(rng, cfg, dtype)
+        t.assert_close(t.torch_binding(x, cfg), t.torchvision_reference(x, cfg), dtype)
+print("ok")
+"""
+
+
+def test_portable_code_path_matches_torchvision():
+    """The kernel picks its vector code for the CPU once per process
+    (csrc/kernels/simd.h); CUSTOMOPS_ISA=baseline forces the portable one,
+    here run in a fresh process."""
+    result = subprocess.run([sys.executable, "-c", ISA_SCRIPT], capture_output=True, text=True,
+                            env={**os.environ, "CUSTOMOPS_ISA": "baseline"},
+                            cwd=Path(__file__).parents[1])
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("cfg", CONFIGS, ids=CONFIG_IDS)
+def test_opcheck(rng, cfg, dtype):
+    args = op_args(make_inputs(rng, cfg, dtype), cfg)
+    torch.library.opcheck(torch.ops.customops.deform_conv2d.default, args)
+
+
+# Bad calls the fake kernel must refuse with the C++ binding's own message:
+# (id, changes to the inputs of CONFIGS[2] as a function of them, attribute changes).
+BAD_CALLS = [
+    ("input-int32", lambda x: {"input": x["input"].astype(np.int32)}, {}),
+    ("weight-float64", lambda x: {"weight": x["weight"].astype(np.float64)}, {}),
+    ("mask-float16", lambda x: {"mask": x["mask"].astype(np.float16)}, {}),
+    ("input-3d", lambda x: {"input": x["input"][0]}, {}),
+    ("stride-3-values", lambda x: {}, {"s": (1, 1, 1)}),
+    ("padding-negative", lambda x: {}, {"p": (-1, 2)}),
+    ("groups-not-dividing-C", lambda x: {}, {"g": 3}),
+    ("weight-channels", lambda x: {"weight": x["weight"][:, :1]}, {}),
+    ("kernel-too-big", lambda x: {"input": x["input"][:, :, :2, :2]}, {"p": (0, 0)}),
+    ("offset-spatial", lambda x: {"offset": x["offset"][..., :-1]}, {}),
+    ("mask-channels", lambda x: {"mask": x["mask"][:, :-1]}, {}),
+    ("bias-length", lambda x: {"bias": np.zeros(7, np.float32)}, {}),
+]
+
+
+def bad_call(rng, changes, attr_changes):
+    cfg = CONFIGS[2] | {"bias": True} | attr_changes
+    x = make_inputs(rng, CONFIGS[2] | {"bias": True})
+    x |= {name: np.ascontiguousarray(a) for name, a in changes(x).items()}
+    return op_args(x, cfg)
+
+
+def cpp_message(args):
+    with pytest.raises(RuntimeError) as raised:
+        torch.ops.customops.deform_conv2d(*args)
+    return str(raised.value).splitlines()[0]
+
+
+@pytest.mark.parametrize("changes,attr_changes", [c[1:] for c in BAD_CALLS],
+                         ids=[c[0] for c in BAD_CALLS])
+def test_fake_kernel_refuses_like_the_cpp_binding(rng, changes, attr_changes):
+    args = bad_call(rng, changes, attr_changes)
+    message = cpp_message(args)
+    assert message.startswith("deform_conv2d: ")
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        with pytest.raises(RuntimeError) as raised:
+            torch.ops.customops.deform_conv2d(*fake)
+    assert str(raised.value).splitlines()[0] == message
+
+
+class Call(torch.nn.Module):
+    def forward(self, input, weight, offset, mask, bias):
+        return torch.ops.customops.deform_conv2d(input, weight, offset, mask, bias, [1, 1],
+                                                 [2, 2], [2, 2], 4, 2)
+
+
+def test_torch_export_rejects_a_bad_call_while_tracing(rng):
+    """A float64 weight with a float32 input fails in torch.export, before
+    any kernel runs, with the message the C++ binding would give."""
+    x = make_inputs(rng, CONFIGS[2] | {"bias": True})
+    x["weight"] = x["weight"].astype(np.float64)
+    args = op_args(x, CONFIGS[2])[:5]
+    with pytest.raises(Exception, match=r"deform_conv2d: weight must have the dtype of input, "
+                       r"Float, got Double"):
+        torch.export.export(Call(), args)
+    good = op_args(make_inputs(rng, CONFIGS[2] | {"bias": True}), CONFIGS[2])[:5]
+    torch.export.export(Call(), good)  # the same call with good inputs traces
 
 
 class DeformModel(torch.nn.Module):
@@ -96,3 +262,30 @@ def test_export_runs_in_ort(dynamo, mask, bias):
     assert node.op_type == "deform_conv2d"
     present = [name != "" for name in node.input]
     assert present == [True, True, True, mask, bias][:len(present)] and len(present) >= 3
+
+
+class OffsetsGiven(torch.nn.Module):
+    """deform_conv2d alone, in the dtype of its parameters (ORT's CPU Conv,
+    which would predict the offsets, runs float32 only)."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(6, 4, 3, 3, dtype=dtype))
+        self.bias = torch.nn.Parameter(torch.randn(6, dtype=dtype))
+
+    def forward(self, x, offset, mask):
+        return customops.deform_conv2d(x, offset, self.weight, self.bias, padding=(1, 1),
+                                       mask=mask)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16], ids=str)
+def test_other_dtypes_export_and_run_in_ort(dynamo, dtype):
+    torch.manual_seed(0)
+    args = (torch.randn(1, 4, 7, 8), 2 * torch.randn(1, 18, 7, 8), torch.rand(1, 9, 7, 8))
+    args = tuple(a.to(dtype) for a in args)
+    # Both bindings compute float16 in float32 and round once: same result.
+    tol = 1e-10 if dtype == torch.float64 else 1e-3
+    onnx_model = verify(OffsetsGiven(dtype).eval(), args, dynamo=dynamo, rtol=tol, atol=tol)
+    assert onnx_model.graph.output[0].type.tensor_type.elem_type == \
+        {torch.float64: 11, torch.float16: 10}[dtype]

@@ -1,18 +1,45 @@
-// custom::deform_conv2d on ONNX Runtime's CPU provider.
+// custom::deform_conv2d on ONNX Runtime's CPU provider, for float, double and
+// float16 tensors: one kernel per type under the one op name, and ORT picks
+// the kernel whose declared types match the node's (all inputs one type).
+#include <type_traits>
+#include <vector>
+
 #include "ops.h"
 #include "../kernels/deform_conv2d.h"
 
 namespace customops::ort {
 namespace {
 
-constexpr auto kFloat = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+template <typename T>
+constexpr ONNXTensorElementDataType kOnnxType =
+    std::is_same_v<T, float>    ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT
+    : std::is_same_v<T, double> ? ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE
+                                : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
 
+// float16 is computed in float32: the values of a float16 tensor as floats.
+std::vector<float> to_float(const Ort::ConstValue& value) {
+  const auto* data = value.GetTensorData<Ort::Float16_t>();
+  std::vector<float> out(value.GetTensorTypeAndShapeInfo().GetElementCount());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = data[i].ToFloat();
+  return out;
+}
+
+// An optional input as floats: empty and null when absent.
+struct OptionalFloats {
+  explicit OptionalFloats(const std::optional<Ort::ConstValue>& value)
+      : values(value ? to_float(*value) : std::vector<float>{}), data(value ? values.data() : nullptr) {}
+  std::vector<float> values;
+  const float* data;
+};
+
+template <typename T>
 struct DeformConv2d {
   static constexpr const char* kName = "deform_conv2d";
+  static constexpr ONNXTensorElementDataType kType = kOnnxType<T>;
   // input, weight, offset, mask (optional), bias (optional): torchvision's order
   static constexpr IoSpec kInputs[] = {
-      {kFloat, false}, {kFloat, false}, {kFloat, false}, {kFloat, true}, {kFloat, true}};
-  static constexpr IoSpec kOutputs[] = {{kFloat, false}};
+      {kType, false}, {kType, false}, {kType, false}, {kType, true}, {kType, true}};
+  static constexpr IoSpec kOutputs[] = {{kType, false}};
 
   Shape stride, padding, dilation;
   int64_t groups, offset_groups;
@@ -29,31 +56,45 @@ struct DeformConv2d {
                           offset = context.GetInput(2);
     const auto mask = optional_input(context, 3), bias = optional_input(context, 4);
     const DeformConv2dParams p =
-        deform_conv2d_check(shape_of(input), shape_of(weight), shape_of(offset), shape_of(mask),
-                            shape_of(bias), stride, padding, dilation, groups, offset_groups);
+        deform_conv2d_check(shape_of(input), shape_of(weight), shape_of(offset),
+                            shape_of(mask), shape_of(bias), stride, padding, dilation, groups,
+                            offset_groups);
     auto output = context.GetOutput(0, {p.batch, p.out_channels, p.out_h, p.out_w});
-    deform_conv2d(input.GetTensorData<float>(), weight.GetTensorData<float>(),
-                  offset.GetTensorData<float>(), mask ? mask->GetTensorData<float>() : nullptr,
-                  bias ? bias->GetTensorData<float>() : nullptr, p,
-                  output.GetTensorMutableData<float>(), parallel_for_of(context));
+    const ParallelFor parallel_for = parallel_for_of(context);
+    if constexpr (std::is_same_v<T, Ort::Float16_t>) {
+      const std::vector<float> x = to_float(input), w = to_float(weight), o = to_float(offset);
+      const OptionalFloats m(mask), b(bias);
+      std::vector<float> y(output.GetTensorTypeAndShapeInfo().GetElementCount());
+      deform_conv2d(x.data(), w.data(), o.data(), m.data, b.data, p, y.data(), parallel_for);
+      T* out = output.GetTensorMutableData<T>();
+      for (size_t i = 0; i < y.size(); ++i) out[i] = T(y[i]);
+    } else {
+      deform_conv2d(input.GetTensorData<T>(), weight.GetTensorData<T>(),
+                    offset.GetTensorData<T>(), mask ? mask->GetTensorData<T>() : nullptr,
+                    bias ? bias->GetTensorData<T>() : nullptr, p,
+                    output.GetTensorMutableData<T>(), parallel_for);
+    }
   }
 
-  // (N, O, oh, ow): N from input, O from weight, (oh, ow) from offset.
+  // (N, O, oh, ow): N from input, O from weight, (oh, ow) from offset; the
+  // type of input (see ShapeInference::input_type).
   static void infer_shapes(const ShapeInference& shapes) {
     const auto input = shapes.input(0), weight = shapes.input(1), offset = shapes.input(2);
     Dims dims(4);
     if (input && input->size() == 4) dims[0] = (*input)[0];
     if (weight && weight->size() == 4) dims[1] = (*weight)[0];
     if (offset && offset->size() == 4) dims[2] = (*offset)[2], dims[3] = (*offset)[3];
-    shapes.set_output(0, kFloat, dims);
+    shapes.set_output(0, shapes.input_type(0), dims);
   }
 };
 
 }  // namespace
 
-OrtCustomOp* deform_conv2d_op() {
-  static ClassicOp<DeformConv2d> op;
-  return &op;
+std::vector<OrtCustomOp*> deform_conv2d_ops() {
+  static ClassicOp<DeformConv2d<float>> f32;
+  static ClassicOp<DeformConv2d<double>> f64;
+  static ClassicOp<DeformConv2d<Ort::Float16_t>> f16;
+  return {&f32, &f64, &f16};
 }
 
 }  // namespace customops::ort

@@ -59,6 +59,9 @@ class ShapeInference {
   explicit ShapeInference(OrtShapeInferContext* context) : context_(context) {}
   std::optional<Dims> input(size_t index) const;
   // The element type of input `index` (UNDEFINED when absent or unknown).
+  // An op with one kernel per type sets its output type from this: ORT runs
+  // the shape inference of the first kernel registered under the name for
+  // nodes of every type.
   ONNXTensorElementDataType input_type(size_t index) const;
   int64_t attribute(const char* name, int64_t fallback) const;
   void set_output(size_t index, ONNXTensorElementDataType type, const Dims& dims) const;

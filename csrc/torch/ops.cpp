@@ -43,11 +43,11 @@ void check_tensor(const at::Tensor& t, const char* op, const char* name,
               ": ", name, " must be ", dtype_names(dtypes), ", got ", t.scalar_type());
 }
 
-// deform_conv2d: one dtype, and a contiguous layout.
-void check_tensor(const at::Tensor& t, const char* op, const char* name,
-                  at::ScalarType dtype) {
-  check_tensor(t, op, name, {dtype});
-  TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous");
+// Inputs that must share the dtype of another: "b must have the dtype of a, Float, got Double".
+void check_same_dtype(const at::Tensor& t, const char* op, const char* name,
+                      const char* reference, at::ScalarType dtype) {
+  TORCH_CHECK(t.scalar_type() == dtype, op, ": ", name, " must have the dtype of ", reference,
+              ", ", dtype, ", got ", t.scalar_type());
 }
 
 void torch_parallel_for(int64_t n, int64_t grain,
@@ -87,8 +87,7 @@ void my_add_as(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) 
 at::Tensor my_add_op(const at::Tensor& a, const at::Tensor& b) {
   check_tensor(a, "my_add", "a", {at::kFloat, at::kDouble, at::kHalf});
   check_tensor(b, "my_add", "b", {at::kFloat, at::kDouble, at::kHalf});
-  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "my_add: b must have the dtype of a, ",
-              a.scalar_type(), ", got ", b.scalar_type());
+  check_same_dtype(b, "my_add", "b", "a", a.scalar_type());
   checked([&] { my_add_check(shape_of(a), shape_of(b)); });
   const at::Tensor a_dense = a.contiguous(), b_dense = b.contiguous();
   at::Tensor out = at::empty_like(a_dense);
@@ -146,28 +145,58 @@ std::tuple<at::Tensor, at::Tensor> knn_query_op(int64_t nsample, const at::Tenso
   return {idx, dist};
 }
 
+// deform_conv2d takes float32, float64 and float16 (as torchvision does on the
+// CPU), all inputs of one dtype, in any layout.  float16 is computed in
+// float32 and the result converted back.  The messages match the fake
+// kernel's in customops/ops.py.
+void check_deform_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype) {
+  check_tensor(t, "deform_conv2d", name, {at::kFloat, at::kDouble, at::kHalf});
+  check_same_dtype(t, "deform_conv2d", name, "input", dtype);
+}
+
+template <typename T>
+void run_deform_conv2d(const at::Tensor& input, const at::Tensor& weight,
+                       const at::Tensor& offset, const std::optional<at::Tensor>& mask,
+                       const std::optional<at::Tensor>& bias, const DeformConv2dParams& p,
+                       at::Tensor& out) {
+  deform_conv2d(input.data_ptr<T>(), weight.data_ptr<T>(), offset.data_ptr<T>(),
+                mask ? mask->data_ptr<T>() : nullptr, bias ? bias->data_ptr<T>() : nullptr, p,
+                out.data_ptr<T>(), torch_parallel_for);
+}
+
 at::Tensor deform_conv2d_op(const at::Tensor& input, const at::Tensor& weight,
                             const at::Tensor& offset, const std::optional<at::Tensor>& mask,
                             const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                             int64_t offset_groups) {
-  check_tensor(input, "deform_conv2d", "input", at::kFloat);
-  check_tensor(weight, "deform_conv2d", "weight", at::kFloat);
-  check_tensor(offset, "deform_conv2d", "offset", at::kFloat);
-  if (mask) check_tensor(*mask, "deform_conv2d", "mask", at::kFloat);
-  if (bias) check_tensor(*bias, "deform_conv2d", "bias", at::kFloat);
+  check_tensor(input, "deform_conv2d", "input", {at::kFloat, at::kDouble, at::kHalf});
+  const at::ScalarType dtype = input.scalar_type();
+  check_deform_tensor(weight, "weight", dtype);
+  check_deform_tensor(offset, "offset", dtype);
+  if (mask) check_deform_tensor(*mask, "mask", dtype);
+  if (bias) check_deform_tensor(*bias, "bias", dtype);
   const DeformConv2dParams p = checked([&] {
     return deform_conv2d_check(shape_of(input), shape_of(weight), shape_of(offset),
                                shape_of(mask), shape_of(bias), Shape(stride.vec()),
                                Shape(padding.vec()), Shape(dilation.vec()), groups,
                                offset_groups);
   });
-  at::Tensor out = at::empty({p.batch, p.out_channels, p.out_h, p.out_w}, input.options());
-  deform_conv2d(input.data_ptr<float>(), weight.data_ptr<float>(), offset.data_ptr<float>(),
-                mask ? mask->data_ptr<float>() : nullptr,
-                bias ? bias->data_ptr<float>() : nullptr, p, out.data_ptr<float>(),
-                torch_parallel_for);
-  return out;
+  // What the kernel reads: contiguous, and float16 as float32 (no copy when
+  // the tensor already is).
+  const at::ScalarType compute = dtype == at::kDouble ? at::kDouble : at::kFloat;
+  const auto prepare = [compute](const at::Tensor& t) { return t.to(compute).contiguous(); };
+  const auto prepare_optional = [&](const std::optional<at::Tensor>& t) {
+    return t ? std::optional<at::Tensor>(prepare(*t)) : std::nullopt;
+  };
+  const at::Tensor x = prepare(input), w = prepare(weight), o = prepare(offset);
+  const std::optional<at::Tensor> m = prepare_optional(mask), b = prepare_optional(bias);
+  at::Tensor out = at::empty({p.batch, p.out_channels, p.out_h, p.out_w},
+                             input.options().dtype(compute));
+  if (compute == at::kDouble)
+    run_deform_conv2d<double>(x, w, o, m, b, p, out);
+  else
+    run_deform_conv2d<float>(x, w, o, m, b, p, out);
+  return out.to(dtype);
 }
 
 }  // namespace
