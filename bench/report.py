@@ -206,7 +206,7 @@ def plot(groups, results, target_rows, path: Path) -> None:
     values += [row["limit"] for row in target_rows]
     span = (min(values) / 1.6, max(values) * 1.6)
     heights = [len(bars) * 0.3 + 0.9 for _, bars in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights) + 0.8), sharex=True,
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, sum(heights) + 1.0), sharex=True,
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     palette = plt.get_cmap("tab10")
     for ax, (group, bars) in zip(axes[:, 0], panels):
@@ -225,16 +225,16 @@ def plot(groups, results, target_rows, path: Path) -> None:
         ax.set_title(group.title, fontsize=9, loc="left")
         handles = [plt.Rectangle((0, 0), 1, 1, color=palette(i % 10))
                    for i in range(len(group.ratios))]
-        ax.legend(handles, [r.label for r in group.ratios], fontsize=7, loc="lower right",
-                  framealpha=0.9)
+        ax.legend(handles, [r.label for r in group.ratios], fontsize=7, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0))
         ax.set_xscale("log")
         ax.set_xlim(*span)
-    axes[-1, 0].set_xlabel("ours / reference, median of per-round time ratios (log scale; "
-                           "< 1: ours faster).  Diamond: target limit (green met, red missed)")
+    axes[-1, 0].set_xlabel("ours / reference: median of per-round time ratios (log scale; "
+                           "< 1: ours faster)\ndiamond: target limit (green met, red missed)")
     verdicts = [r["verdict"] for r in target_rows]
     summary = ", ".join(f"{verdicts.count(v)} {v}" for v in ("PASS", "FAIL", "N/A")
                         if v in verdicts)
     fig.suptitle(f"customops benchmark (targets: {summary})", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=110)
     plt.close(fig)
