@@ -188,10 +188,21 @@ CHILD = textwrap.dedent("""
 """)
 
 
+# Models the notebooks save to show a failure, and what the doctor finds in
+# them (tests/test_doctor.py checks that): every other one must run.
+BROKEN_ON_PURPOSE = {
+    "04_grid_seed.onnx": "unresolved-op",      # the seed's grid symbolic: no kernel has its node
+    "05_knn_seed.onnx": "attribute-as-input",  # the seed's KNNQuery: nsample as a tensor input
+}
+
+
 def notebook_models():
-    """notebooks/models/*.onnx that use the custom domain, with their kind."""
+    """notebooks/models/*.onnx that use the custom domain, with their kind
+    (those in BROKEN_ON_PURPOSE left out)."""
     found = []
     for path in sorted(NOTEBOOK_MODELS.glob("*.onnx")):
+        if path.name in BROKEN_ON_PURPOSE:
+            continue
         model = onnx.load(path, load_external_data=False)
         if uses_custom_domain(model):
             op, attrs = kind(model)

@@ -284,6 +284,19 @@ def notebook_models() -> list[Path]:
     return [Path(item["model"]) for item in found()]
 
 
+def test_notebooks_broken_models_are_diagnosed():
+    """The failures the notebooks show on purpose, each found for what it is
+    (present once the notebooks ran: nbval runs them after tests/)."""
+    from test_deploy import BROKEN_ON_PURPOSE, NOTEBOOK_MODELS
+
+    for name, kind in BROKEN_ON_PURPOSE.items():
+        path = NOTEBOOK_MODELS / name
+        if path.is_file():
+            diagnosis = doctor.diagnose(path, [library_path()])
+            assert diagnosis.exit_status == 1 and [f.kind for f in diagnosis.errors] == [kind], \
+                diagnosis
+
+
 def test_exported_models_are_healthy(exported, capsys):
     paths = [*exported, *notebook_models()]
     for path in paths:

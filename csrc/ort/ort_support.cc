@@ -1,5 +1,8 @@
 #include "ort_support.h"
 
+#include <atomic>
+#include <string>
+
 #include <algorithm>
 #include <new>
 #include <stdexcept>
@@ -161,12 +164,21 @@ int64_t ShapeInference::attribute(const char* name, int64_t fallback) const {
 
 void ShapeInference::set_output(size_t index, ONNXTensorElementDataType type,
                                 const Dims& dims) const {
+  // ORT turns a dim without a symbol into dim_value, so an unknown one (-1)
+  // would become a literal -1 that every run contradicts (ORT then logs a
+  // VerifyOutputSizes warning).  Unknown dims get a fresh symbol instead, as
+  // ORT's own inference does ("unk__N").
+  static std::atomic<int64_t> unknown{0};
   std::vector<int64_t> values;
-  std::vector<const char*> symbols;
+  std::vector<std::string> names;
   for (const Dim& dim : dims) {
     values.push_back(dim.value);
-    symbols.push_back(dim.symbol.c_str());
+    names.push_back(dim.value < 0 && dim.symbol.empty()
+                        ? "customops_unk__" + std::to_string(unknown++)
+                        : dim.symbol);
   }
+  std::vector<const char*> symbols;
+  for (const std::string& name : names) symbols.push_back(name.c_str());
   Ort::TensorTypeAndShapeInfo info{nullptr};
   const OrtApi& api = Ort::GetApi();
   OrtTensorTypeAndShapeInfo* raw = nullptr;
