@@ -12,7 +12,6 @@ sends nothing out.  The tests (tests/browser.py) drive the same browser.
 from __future__ import annotations
 
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -96,7 +95,6 @@ class _Browser:
 
     def __init__(self):
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
-        self._lock = threading.Lock()
         self._context = None
 
     def _start(self):
@@ -125,8 +123,8 @@ class _Browser:
             page.close()
 
     def draw(self, url: str) -> bytes:
-        with self._lock:
-            return self._thread.submit(self._draw, url).result()
+        # One worker thread: calls from several threads queue up in turn.
+        return self._thread.submit(self._draw, url).result()
 
 
 _BROWSER = _Browser()

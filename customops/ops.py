@@ -50,6 +50,10 @@ def _shape(t):
     return _shape_values(t.shape)
 
 
+# my_add and deform_conv2d: float16 is computed in float32 and rounded once.
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16)
+
+
 def _check_same_dtype(t, op, name, reference, dtype):
     """check_same_dtype in csrc/torch/ops.cpp."""
     torch._check(t.dtype == dtype, lambda: f"{op}: {name} must have the dtype of {reference}, "
@@ -66,7 +70,6 @@ def _check_tensor(t, op, name, dtypes):
 
 # --- my_add -----------------------------------------------------------------
 
-MY_ADD_DTYPES = (torch.float32, torch.float64, torch.float16)
 
 
 def my_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -77,8 +80,8 @@ def my_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @torch.library.register_fake("customops::my_add")
 def _(a, b):
-    _check_tensor(a, "my_add", "a", MY_ADD_DTYPES)
-    _check_tensor(b, "my_add", "b", MY_ADD_DTYPES)
+    _check_tensor(a, "my_add", "a", FLOAT_DTYPES)
+    _check_tensor(b, "my_add", "b", FLOAT_DTYPES)
     _check_same_dtype(b, "my_add", "b", "a", a.dtype)
     torch._check(a.shape == b.shape,
                  lambda: f"my_add: b must have the shape of a {_shape(a)}, got {_shape(b)}")
@@ -169,7 +172,6 @@ def knn_query(nsample: int, xyz, offset, new_xyz=None, new_offset=None):
 # --- deform_conv2d ------------------------------------------------------------
 
 
-_DEFORM_DTYPES = (torch.float32, torch.float64, torch.float16)
 _INT32_MAX = 2**31 - 1
 
 
@@ -186,10 +188,10 @@ def _(input, weight, offset, mask, bias, stride, padding, dilation, groups, offs
         for ok in conditions if isinstance(conditions, list) else [conditions]:
             torch._check(ok, lambda: "deform_conv2d: " + "".join(str(p) for p in parts))
 
-    _check_tensor(input, "deform_conv2d", "input", _DEFORM_DTYPES)
+    _check_tensor(input, "deform_conv2d", "input", FLOAT_DTYPES)
     for name, t in (("weight", weight), ("offset", offset), ("mask", mask), ("bias", bias)):
         if t is not None:
-            _check_tensor(t, "deform_conv2d", name, _DEFORM_DTYPES)
+            _check_tensor(t, "deform_conv2d", name, FLOAT_DTYPES)
             _check_same_dtype(t, "deform_conv2d", name, "input", input.dtype)
     inp, wt = input.shape, weight.shape
     check(len(inp) == 4, "input must be 4-D (N, C, H, W), got shape ", _shape_values(inp))

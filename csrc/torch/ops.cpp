@@ -35,6 +35,10 @@ std::string dtype_names(std::initializer_list<at::ScalarType> dtypes) {
   return out.str();
 }
 
+// my_add and deform_conv2d: float16 is computed in float32 and rounded once.
+constexpr std::initializer_list<at::ScalarType> kFloatTypes = {at::kFloat, at::kDouble,
+                                                              at::kHalf};
+
 // The tensor checks that the pure kernels cannot do: device and dtype.
 void check_tensor(const at::Tensor& t, const char* op, const char* name,
                   std::initializer_list<at::ScalarType> dtypes) {
@@ -85,8 +89,8 @@ void my_add_as(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) 
 // Any layout is accepted, as torchvision's ops do: validated first, then
 // made contiguous (a copy only when it is not).
 at::Tensor my_add_op(const at::Tensor& a, const at::Tensor& b) {
-  check_tensor(a, "my_add", "a", {at::kFloat, at::kDouble, at::kHalf});
-  check_tensor(b, "my_add", "b", {at::kFloat, at::kDouble, at::kHalf});
+  check_tensor(a, "my_add", "a", kFloatTypes);
+  check_tensor(b, "my_add", "b", kFloatTypes);
   check_same_dtype(b, "my_add", "b", "a", a.scalar_type());
   checked([&] { my_add_check(shape_of(a), shape_of(b)); });
   const at::Tensor a_dense = a.contiguous(), b_dense = b.contiguous();
@@ -150,7 +154,7 @@ std::tuple<at::Tensor, at::Tensor> knn_query_op(int64_t nsample, const at::Tenso
 // float32 and the result converted back.  The messages match the fake
 // kernel's in customops/ops.py.
 void check_deform_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype) {
-  check_tensor(t, "deform_conv2d", name, {at::kFloat, at::kDouble, at::kHalf});
+  check_tensor(t, "deform_conv2d", name, kFloatTypes);
   check_same_dtype(t, "deform_conv2d", name, "input", dtype);
 }
 
@@ -169,7 +173,7 @@ at::Tensor deform_conv2d_op(const at::Tensor& input, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                             int64_t offset_groups) {
-  check_tensor(input, "deform_conv2d", "input", {at::kFloat, at::kDouble, at::kHalf});
+  check_tensor(input, "deform_conv2d", "input", kFloatTypes);
   const at::ScalarType dtype = input.scalar_type();
   check_deform_tensor(weight, "weight", dtype);
   check_deform_tensor(offset, "offset", dtype);
