@@ -10,12 +10,16 @@ second.  Timing contender A for a while and then contender B lets such
 drift land in the ratio.  Here every repetition ("round") calls each
 contender once on the same inputs, one after the other, and a ratio is the
 median over rounds of the per-round ratio, so both sides of every pair saw
-nearly the same machine.  The order within a round rotates, so no
-contender always runs first (cold caches) or last.
+nearly the same machine.  The order within a round is shuffled (seeded), so
+no contender always runs first (cold caches), and none always runs right
+after the same other one: a rotation would keep the cyclic order, and
+whatever a contender leaves behind (a thread pool still awake, memory just
+handed back to the system) would always land on the same neighbour.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -125,9 +129,10 @@ def run_case(case: Case, plan: TimingPlan, log: Callable[[str], None] = print) -
 
     def one_round(rep: int) -> dict:
         inputs = case.inputs(rep)
-        shift = rep % len(active)
+        order = list(active)
+        random.Random(rep).shuffle(order)
         seconds, results = {}, {}
-        for contender in active[shift:] + active[:shift]:
+        for contender in order:
             start = time.perf_counter()
             outputs = calls[contender.name](inputs)
             seconds[contender.name] = time.perf_counter() - start

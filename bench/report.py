@@ -162,12 +162,12 @@ def markdown(env, settings, groups, results, target_rows, suite_lines) -> str:
         f"- versions: Python {env['python']}, {versions}",
         f"- code: commit {env['commit']}; ORT library built {env['library_built']}",
         f"- timing: interleaved rounds, each calling every contender of a case once on "
-        f"the same inputs (order rotating); {settings['warmup']} warm-up round(s), then "
+        f"the same inputs (order shuffled, seeded); {settings['warmup']} warm-up round(s), then "
         f"{settings['min_repeat']}-{settings['max_repeat']} timed rounds (as many as fit in "
         f"{settings['budget']:g} s per contender and case); time.perf_counter around the "
         "call only.  Times are medians; every ratio is ours / reference (< 1: ours "
         "faster), the median of the per-round ratios.  ORT sessions run with "
-        "session.intra_op.allow_spinning = 0.",
+        "session.intra_op.allow_spinning = 0, OpenMP pools with OMP_WAIT_POLICY = PASSIVE.",
         "- this machine is shared: absolute times are noisy; the ratios, measured side "
         "by side, are what to read.",
     ]

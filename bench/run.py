@@ -26,8 +26,12 @@ def _threads_option(argv) -> int:
     return early.parse_known_args(argv)[0].threads
 
 
-# pykdtree's OpenMP runtime (its own libgomp) reads this once, when loaded.
+# The OpenMP runtimes (torch's libgomp, pykdtree's own copy) read these once,
+# when loaded.  PASSIVE is OpenMP's allow_spinning = 0: by default a pool's
+# threads spin after each parallel region and steal the cores of whichever
+# contender runs next.
 os.environ["OMP_NUM_THREADS"] = str(_threads_option(sys.argv[1:]))
+os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 import cases  # noqa: E402
 import report  # noqa: E402
