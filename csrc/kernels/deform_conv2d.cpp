@@ -41,7 +41,7 @@ constexpr int64_t kMinTasks = 16;
 void check_not_huge(const Shape& values, const char* name) {
   for (int64_t v : values)
     check(v <= kMaxValue, kOp, name, " values must be at most ", kMaxValue,
-          ", got ", to_string(values));
+          ", got ", to_text(values));
 }
 
 // Element count of `shape`, rejecting products above kMaxElements.
@@ -50,7 +50,7 @@ int64_t checked_count(const Shape& shape, const char* name) {
   for (int64_t d : shape) {
     const bool overflow = __builtin_mul_overflow(count, d, &count);
     check(!overflow && count <= kMaxElements, kOp, name,
-          " has too many elements (limit 2^60), shape ", to_string(shape));
+          " has too many elements (limit 2^60), shape ", to_text(shape));
   }
   return count;
 }
@@ -58,7 +58,7 @@ int64_t checked_count(const Shape& shape, const char* name) {
 void check_shape(const Shape& given, const Shape& expected, const char* name,
                  const char* layout) {
   check(given == expected, kOp, name, " must have shape ", layout, " = ",
-        to_string(expected), ", got ", to_string(given));
+        to_text(expected), ", got ", to_text(given));
 }
 
 // Output size along one axis, after checking the dilated kernel fits.
@@ -358,27 +358,27 @@ DeformConv2dParams deform_conv2d_check(
   const Shape& in = input_shape;
   const Shape& wt = weight_shape;
   check(in.size() == 4, kOp, "input must be 4-D (N, C, H, W), got shape ",
-        to_string(in));
+        to_text(in));
   check(wt.size() == 4, kOp,
         "weight must be 4-D (out_channels, C/groups, kh, kw), got shape ",
-        to_string(wt));
+        to_text(wt));
   check(stride.size() == 2, kOp, "stride must have 2 values (h, w), got ",
-        to_string(stride));
+        to_text(stride));
   check(padding.size() == 2, kOp, "padding must have 2 values (h, w), got ",
-        to_string(padding));
+        to_text(padding));
   check(dilation.size() == 2, kOp, "dilation must have 2 values (h, w), got ",
-        to_string(dilation));
+        to_text(dilation));
 
   check(in[0] >= 0 && in[1] >= 1 && in[2] >= 1 && in[3] >= 1, kOp,
-        "input must have N >= 0 and C, H, W >= 1, got shape ", to_string(in));
+        "input must have N >= 0 and C, H, W >= 1, got shape ", to_text(in));
   check(wt[0] >= 1 && wt[1] >= 1 && wt[2] >= 1 && wt[3] >= 1, kOp,
-        "weight dimensions must all be >= 1, got shape ", to_string(wt));
+        "weight dimensions must all be >= 1, got shape ", to_text(wt));
   check(stride[0] >= 1 && stride[1] >= 1, kOp, "stride must be >= 1, got ",
-        to_string(stride));
+        to_text(stride));
   check(padding[0] >= 0 && padding[1] >= 0, kOp,
-        "padding must be >= 0, got ", to_string(padding));
+        "padding must be >= 0, got ", to_text(padding));
   check(dilation[0] >= 1 && dilation[1] >= 1, kOp,
-        "dilation must be >= 1, got ", to_string(dilation));
+        "dilation must be >= 1, got ", to_text(dilation));
   check(groups >= 1, kOp, "groups must be >= 1, got ", groups);
   check(offset_groups >= 1, kOp, "offset_groups must be >= 1, got ",
         offset_groups);
@@ -392,7 +392,7 @@ DeformConv2dParams deform_conv2d_check(
   checked_count(wt, "weight");
   // Sample positions are int32 offsets into one input plane.
   check(in[2] * in[3] <= kMaxValue, kOp, "input plane H * W must be at most ",
-        kMaxValue, ", got shape ", to_string(in));
+        kMaxValue, ", got shape ", to_text(in));
 
   DeformConv2dParams p{};
   p.batch = in[0], p.in_channels = in[1], p.height = in[2], p.width = in[3];

@@ -90,18 +90,18 @@ void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
                      const OptionalShape& new_offset_shape, const int32_t* new_offset,
                      int64_t nsample) {
   check(is_points_shape(xyz_shape), kOp, "xyz must have shape (n, 3), got ",
-        to_string(xyz_shape));
+        to_text(xyz_shape));
   check(offset_shape.size() == 1 && offset_shape[0] >= 1, kOp,
         "offset must be 1-D with at least one element, got shape ",
-        to_string(offset_shape));
+        to_text(offset_shape));
   check(new_xyz_shape.has_value() == new_offset_shape.has_value(), kOp,
         "new_xyz and new_offset must be given together");
   if (new_xyz_shape) {
     check(is_points_shape(*new_xyz_shape), kOp,
-          "new_xyz must have shape (m, 3), got ", to_string(*new_xyz_shape));
+          "new_xyz must have shape (m, 3), got ", to_text(*new_xyz_shape));
     check(*new_offset_shape == offset_shape, kOp,
-          "new_offset must have the shape of offset ", to_string(offset_shape),
-          ", got ", to_string(*new_offset_shape));
+          "new_offset must have the shape of offset ", to_text(offset_shape),
+          ", got ", to_text(*new_offset_shape));
   }
   check(nsample >= 1, kOp, "nsample must be at least 1, got ", nsample);
   check(nsample <= kMaxNsample, kOp, "nsample must be at most ", kMaxNsample,

@@ -27,7 +27,7 @@ void add(const T* a, const T* b, int64_t count, T* out, const ParallelFor& paral
 
 void my_add_check(const Shape& a_shape, const Shape& b_shape) {
   check(a_shape == b_shape, "my_add", "b must have the shape of a ",
-        to_string(a_shape), ", got ", to_string(b_shape));
+        to_text(a_shape), ", got ", to_text(b_shape));
 }
 
 void my_add(const float* a, const float* b, int64_t count, float* out,

@@ -20,13 +20,19 @@ using Shape = std::vector<int64_t>;
 // The shape of an optional input; empty when the input is absent.
 using OptionalShape = std::optional<Shape>;
 
-// "[2, 3, 4]"
-inline std::string to_string(const Shape& shape) {
-  std::ostringstream out;
+// A shape as a message shows it, "[2, 3, 4]".  Only a view: check() formats
+// its parts when the check fails, so a call whose checks pass (every call of
+// a working model) builds no string.
+struct ShapeText {
+  const Shape& shape;
+};
+
+inline ShapeText to_text(const Shape& shape) { return {shape}; }
+
+inline std::ostream& operator<<(std::ostream& out, const ShapeText& text) {
   out << '[';
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << ']';
-  return out.str();
+  for (size_t i = 0; i < text.shape.size(); ++i) out << (i ? ", " : "") << text.shape[i];
+  return out << ']';
 }
 
 // Throws std::invalid_argument("<op>: <message parts...>") unless ok.
