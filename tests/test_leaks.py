@@ -4,9 +4,11 @@ A server runs the same session millions of times; a few bytes lost per run
 (an unreleased OrtValue, OrtStatus or scratch buffer) would eventually
 exhaust it.  Each op's session runs 10,000 times on small inputs after a
 warm-up (which lets the allocators and the arena reach their steady state),
-and the resident set size, read from /proc/self/statm, may grow by less than
-5 MB.  The same holds for refused runs, where the error path creates an
-OrtStatus and an exception every time.
+twice: the resident set size, read from /proc/self/statm, must grow by less
+than 5 MB in at least one of the two windows.  A leak grows it in every
+window (5 MB is 500 bytes a run); an allocator still settling, or another
+process's memory pressure, moves only one.  The same holds for refused runs,
+where the error path creates an OrtStatus and an exception every time.
 
 The runs happen in a fresh subprocess, so that nothing else the test session
 allocates meanwhile shows up in the measurement.
@@ -26,7 +28,7 @@ from optable import OPS, basic_samples
 
 RUNS = 10_000
 WARMUP = 500
-REFUSED_WARMUP = 25_000
+REFUSED_WARMUP = 15_000
 LIMIT_MB = 5.0
 
 CHILD = textwrap.dedent("""
@@ -50,10 +52,13 @@ CHILD = textwrap.dedent("""
     def measure(run, runs, warmup):
         for _ in range(warmup):
             run()
-        before = rss_mb()
-        for _ in range(runs):
-            run()
-        return rss_mb() - before
+        growth = []
+        for window in range(2):
+            before = rss_mb()
+            for _ in range(runs):
+                run()
+            growth.append(rss_mb() - before)
+        return growth
 
     results = {{}}
     for name, (op, sample) in CASES.items():
@@ -76,7 +81,8 @@ CHILD = textwrap.dedent("""
         # The error path needs a longer warm-up: measured on ORT 1.31.1, RSS
         # rises by steps for the first ~20,000 refused runs (up to 5-10 MB for
         # my_add, native memory, not Python objects), then stays flat up to
-        # 100,000 runs and beyond: the allocators settling, not a leak.
+        # 100,000 runs and beyond: the allocators settling, not a leak.  The
+        # warm-up and the first window together cover those steps.
         results[name + " (refused)"] = measure(refused, {runs}, {refused_warmup})
     print(json.dumps(results))
 """)
@@ -99,7 +105,8 @@ def growth():
                                   for s in basic_samples(op)])
 @pytest.mark.parametrize("path", ["", " (refused)"], ids=["valid", "refused"])
 def test_resident_memory_stays_flat(growth, case, path, capsys):
-    mb = growth[case + path]
+    windows = growth[case + path]
+    grew = ", then ".join(f"{mb:+.2f} MB" for mb in windows)
     with capsys.disabled():
-        print(f"\n{RUNS} runs of {case}{path}: RSS grew {mb:+.2f} MB", end="")
-    assert mb < LIMIT_MB, f"{case}{path}: {RUNS} runs grew RSS by {mb:.1f} MB"
+        print(f"\n{case}{path}, two windows of {RUNS} runs: RSS grew {grew}", end="")
+    assert min(windows) < LIMIT_MB, f"{case}{path}: RSS grew {grew} in two windows of {RUNS} runs"
