@@ -108,7 +108,7 @@ class TimingPlan:
 
     warmup: int = 1
     min_repeat: int = 5
-    max_repeat: int = 31
+    max_repeat: int = 1001
     budget: float = 1.0
 
     def rounds_for(self, seconds_per_round: float, contenders: int) -> int:

@@ -55,8 +55,8 @@ def parse_args(argv=None):
                         help="untimed rounds first, at least 1 (default 1)")
     parser.add_argument("--min-repeat", type=int, default=5,
                         help="timed rounds at least (default 5)")
-    parser.add_argument("--max-repeat", type=int, default=31,
-                        help="timed rounds at most (default 31)")
+    parser.add_argument("--max-repeat", type=int, default=1001,
+                        help="timed rounds at most (default 1001)")
     parser.add_argument("--budget", type=float, default=1.0,
                         help="seconds of timed calls per contender and case; decides the "
                              "repetitions between the two bounds (default 1)")
