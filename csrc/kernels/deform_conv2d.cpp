@@ -207,6 +207,7 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
   const T* offset = call.offset + n * 2 * sampled * out_plane + first;
   const T* mask = call.mask ? call.mask + n * sampled * out_plane + first : nullptr;
   const int64_t og_channels = p.in_channels / p.offset_groups;
+  static_assert(GemmShape<T, I>::W <= Scratch<T>::kMaxLanes, "sample_tap stores whole vectors");
   const int64_t stride = scratch.stride;
   T* pos_y = scratch.position.data();
   T* pos_x = pos_y + stride;
