@@ -164,6 +164,28 @@ def test_portable_code_path_matches_torchvision():
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_non_finite_and_huge_offsets_sample_zero(dtype):
+    """Offsets that are NaN, infinite or beyond int32 land nowhere: the output
+    equals that of offsets far outside the image, which torchvision zeroes.
+    (torchvision itself converts such positions to int, undefined in C++.)"""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, 13, 17, dtype=dtype, generator=gen)
+    weight = torch.randn(4, 6, 3, 3, dtype=dtype, generator=gen)
+    mask = torch.rand(2, 9, 13, 17, dtype=dtype, generator=gen)
+    far = torch.randn(2, 18, 13, 17, dtype=dtype, generator=gen) * 3
+    odd = torch.rand(far.shape, generator=gen) < 0.2
+    values = torch.tensor([float("nan"), float("inf"), -float("inf"), 1e30, -3e9], dtype=dtype)
+    far[odd] = 1e6
+    bad = far.clone()
+    bad[odd] = values[torch.randint(0, len(values), (int(odd.sum()),), generator=gen)]
+    ours = [customops.deform_conv2d(x, offset, weight, padding=(1, 1), mask=mask)
+            for offset in (far, bad)]
+    expected = torchvision.ops.deform_conv2d(x, far, weight, padding=(1, 1), mask=mask)
+    torch.testing.assert_close(ours[0], expected, rtol=1e-4, atol=1e-4)
+    assert torch.equal(ours[1], ours[0])
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
 @pytest.mark.parametrize("cfg", CONFIGS, ids=CONFIG_IDS)
 def test_opcheck(rng, cfg, dtype):

@@ -93,14 +93,20 @@ struct Call {
   int64_t tile, tiles;
 };
 
-// Scratch of one thread: a tile's im2col rows and one tap's samples.
+// Scratch of one thread: a tile's im2col rows and one tap's samples.  The
+// per-pixel arrays hold `stride` >= tile values each, whole vectors of any
+// width, so that sample_tap may store whole vectors past the tile's end.
 template <typename T>
 struct Scratch {
+  static constexpr int64_t kMaxLanes = 16;  // values per vector, at most
+
   explicit Scratch(const Call<T>& call)
-      : columns(new T[call.tile * call.row_size]),
-        position(2 * call.tile),
-        weight(4 * call.tile),
-        pixel(4 * call.tile) {}
+      : stride(round_up(call.tile, kMaxLanes)),
+        columns(new T[call.tile * call.row_size]),
+        position(2 * stride),
+        weight(4 * stride),
+        pixel(4 * stride) {}
+  int64_t stride;
   // Left uninitialized: sampling writes every value the GEMM reads.
   std::unique_ptr<T[]> columns;
   std::vector<T> position;      // y then x of each pixel's first tap, unshifted
@@ -109,44 +115,65 @@ struct Scratch {
 };
 
 // torchvision's bilinear_interpolate, times the mask, at one tap for every
-// pixel of a tile: four corner pixels (flat indices into one H x W image)
-// and their weights per pixel, corner by corner.  A corner outside the image
-// gets the zero pixel H * W (see to_channels_last) and weight 0, so the
-// channel loop needs no branches and reads no image value there.  Written
-// without branches so that the compiler vectorizes it across pixels.
-template <typename T>
+// pixel of a tile, W pixels per step: four corner pixels (flat indices into
+// one H x W image) and their weights per pixel, corner by corner.  A corner
+// outside the image gets the zero pixel H * W (see to_channels_last) and
+// weight 0, so the channel loop needs no branches and reads no image value
+// there.  Written with explicit vectors because the compiler does not
+// vectorize the equivalent scalar loop (floor and int conversion under
+// selects defeat its if-conversion).  pos_y and pos_x hold whole vectors;
+// dy, dx and mask (null: all ones) only `pixels` values.
+template <typename T, int W>
 __attribute__((always_inline)) inline void sample_tap(
-    int64_t pixels, const T* __restrict pos_y, const T* __restrict pos_x, T shift_y, T shift_x,
-    const T* __restrict dy, const T* __restrict dx, const T* __restrict mask, int64_t height,
-    int64_t width, T* __restrict weight, uint32_t* __restrict pixel, int64_t stride) {
-  const int32_t h = static_cast<int32_t>(height), w = static_cast<int32_t>(width);
-  const uint32_t zero = static_cast<uint32_t>(h) * static_cast<uint32_t>(w);  // <= 2^31 - 1
-  for (int64_t t = 0; t < pixels; ++t) {
+    int64_t pixels, const T* pos_y, const T* pos_x, T shift_y, T shift_x, const T* dy,
+    const T* dx, const T* mask, int64_t height, int64_t width, T* weight, uint32_t* pixel,
+    int64_t stride) {
+  using V = Vec<T, W>;
+  using Mask = decltype(V{} < V{});  // -1 / 0 per lane, as wide as T
+  using I = Vec<int32_t, W>;
+  using U = Vec<uint32_t, W>;
+  const V h = V{} + static_cast<T>(height), w = V{} + static_cast<T>(width);
+  const U zero = U{} + static_cast<uint32_t>(height * width);  // <= 2^31 - 1
+  const uint32_t row = static_cast<uint32_t>(width);
+  for (int64_t t = 0; t < pixels; t += W) {
+    V py, px, oy, ox, m = V{} + 1;
+    load<T, W>(py, pos_y + t), load<T, W>(px, pos_x + t);
+    if (t + W <= pixels) {
+      load<T, W>(oy, dy + t), load<T, W>(ox, dx + t);
+      if (mask) load<T, W>(m, mask + t);
+    } else {  // the last, partial vector: zeros past the tile's end
+      oy = ox = V{};
+      for (int64_t i = 0; t + i < pixels; ++i)
+        oy[i] = dy[t + i], ox[i] = dx[t + i], m[i] = mask ? mask[t + i] : T{1};
+    }
     // pos + shift is the integer torchvision adds the offset to: exact
     // below 2^24 (float) or 2^53 (double), so the rounding is the same.
-    T y = pos_y[t] + shift_y + dy[t];
-    T x = pos_x[t] + shift_x + dx[t];
+    V y = py + shift_y + oy, x = px + shift_x + ox;
     // torchvision's bounds test, written so that NaN offsets also read zero.
-    const bool inside = y > -1 && y < static_cast<T>(h) && x > -1 && x < static_cast<T>(w);
-    y = inside ? y : T{0}, x = inside ? x : T{0};
-    const T m = inside ? (mask ? mask[t] : T{1}) : T{0};
-    const T fy = std::floor(y), fx = std::floor(x);
-    const int32_t y0 = static_cast<int32_t>(fy), x0 = static_cast<int32_t>(fx);
-    const T ly = y - fy, lx = x - fx, hy = 1 - ly, hx = 1 - lx;
-    const bool top = inside && y0 >= 0, bottom = inside && y0 + 1 < h;
-    const bool left = x0 >= 0, right = x0 + 1 < w;
+    const Mask in = (y > -1) & (y < h) & (x > -1) & (x < w);
+    // Samples outside get weight 0 below; zeroing them (NaN included) only
+    // keeps their int32 conversion defined.
+    y = in ? y : V{}, x = in ? x : V{};
+    const I inside = __builtin_convertvector(in, I);
+    // floor: truncate, then step down where that rounded up (y < 0).
+    I y0 = __builtin_convertvector(y, I), x0 = __builtin_convertvector(x, I);
+    y0 += __builtin_convertvector(__builtin_convertvector(y0, V) > y, I);
+    x0 += __builtin_convertvector(__builtin_convertvector(x0, V) > x, I);
+    const V ly = y - __builtin_convertvector(y0, V), lx = x - __builtin_convertvector(x0, V);
+    const V hy = 1 - ly, hx = 1 - lx;
+    const I top = inside & (y0 >= 0), bottom = inside & (y0 + 1 < static_cast<int32_t>(height));
+    const I left = x0 >= 0, right = x0 + 1 < static_cast<int32_t>(width);
     // Unsigned, so that the corners not taken may wrap around harmlessly.
-    const uint32_t base = static_cast<uint32_t>(y0) * static_cast<uint32_t>(w) +
-                          static_cast<uint32_t>(x0);
-    const uint32_t below = base + static_cast<uint32_t>(w);
-    pixel[t] = top && left ? base : zero;
-    pixel[t + stride] = top && right ? base + 1 : zero;
-    pixel[t + 2 * stride] = bottom && left ? below : zero;
-    pixel[t + 3 * stride] = bottom && right ? below + 1 : zero;
-    weight[t] = top && left ? m * hy * hx : T{0};
-    weight[t + stride] = top && right ? m * hy * lx : T{0};
-    weight[t + 2 * stride] = bottom && left ? m * ly * hx : T{0};
-    weight[t + 3 * stride] = bottom && right ? m * ly * lx : T{0};
+    const U base = __builtin_convertvector(y0, U) * row + __builtin_convertvector(x0, U);
+    const U below = base + row;
+    const I taken[4] = {top & left, top & right, bottom & left, bottom & right};
+    const U corner[4] = {base, base + 1, below, below + 1};
+    const V share[4] = {m * hy * hx, m * hy * lx, m * ly * hx, m * ly * lx};
+    for (int q = 0; q < 4; ++q) {
+      store<uint32_t, W>(pixel + q * stride + t, taken[q] ? corner[q] : zero);
+      store<T, W>(weight + q * stride + t,
+                  __builtin_convertvector(taken[q], Mask) ? share[q] : V{});
+    }
   }
 }
 
@@ -180,18 +207,21 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
   const T* offset = call.offset + n * 2 * sampled * out_plane + first;
   const T* mask = call.mask ? call.mask + n * sampled * out_plane + first : nullptr;
   const int64_t og_channels = p.in_channels / p.offset_groups;
+  static_assert(GemmShape<T, I>::W <= Scratch<T>::kMaxLanes, "sample_tap stores whole vectors");
+  const int64_t stride = scratch.stride;
   T* pos_y = scratch.position.data();
-  T* pos_x = pos_y + call.tile;
+  T* pos_x = pos_y + stride;
   for (int64_t t = 0; t < pixels; ++t) {
     pos_y[t] = static_cast<T>((first + t) / p.out_w * p.stride_h - p.pad_h);
     pos_x[t] = static_cast<T>((first + t) % p.out_w * p.stride_w - p.pad_w);
   }
   for (int64_t ch = 0; ch < sampled; ++ch) {
     const int64_t og = ch / call.taps, tap = ch % call.taps;
-    sample_tap<T>(pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
-                  static_cast<T>(tap % p.kernel_w * p.dilation_w), offset + 2 * ch * out_plane,
-                  offset + (2 * ch + 1) * out_plane, mask ? mask + ch * out_plane : nullptr,
-                  p.height, p.width, scratch.weight.data(), scratch.pixel.data(), call.tile);
+    sample_tap<T, GemmShape<T, I>::W>(
+        pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
+        static_cast<T>(tap % p.kernel_w * p.dilation_w), offset + 2 * ch * out_plane,
+        offset + (2 * ch + 1) * out_plane, mask ? mask + ch * out_plane : nullptr, p.height,
+        p.width, scratch.weight.data(), scratch.pixel.data(), stride);
     // The offset group's channels, run by run of one weight group each.
     const int64_t og_end = (og + 1) * og_channels;
     for (int64_t c = og * og_channels; c < og_end;) {
@@ -202,11 +232,11 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
       for (int64_t t = 0; t < pixels; ++t, column += call.row_size) {
         const uint32_t* corner = scratch.pixel.data() + t;
         const T* const src[4] = {image + int64_t{corner[0]} * p.in_channels + c,
-                                 image + int64_t{corner[call.tile]} * p.in_channels + c,
-                                 image + int64_t{corner[2 * call.tile]} * p.in_channels + c,
-                                 image + int64_t{corner[3 * call.tile]} * p.in_channels + c};
+                                 image + int64_t{corner[stride]} * p.in_channels + c,
+                                 image + int64_t{corner[2 * stride]} * p.in_channels + c,
+                                 image + int64_t{corner[3 * stride]} * p.in_channels + c};
         const T* wt = scratch.weight.data() + t;
-        const T weight[4] = {wt[0], wt[call.tile], wt[2 * call.tile], wt[3 * call.tile]};
+        const T weight[4] = {wt[0], wt[stride], wt[2 * stride], wt[3 * stride]};
         blend<T, GemmShape<T, I>::W>(src, weight, run_end - c, column);
       }
       c = run_end;
