@@ -364,10 +364,14 @@ class TreeSearch {
     if (nearest_.admits(bound, node.min_id[side])) visit(node.ref[side]);
   }
 
-  // Distances first, in a loop the compiler vectorises; then the rare
-  // admissions.  The sum (dx*dx + dy*dy) + dz*dz is cKDTree's order.
+  // Distances first, in a loop the compiler vectorises; then, without a
+  // branch per point (which would mispredict), the positions of the few
+  // within the current k-th distance; only those get the exact test (ties
+  // by row) and the insertion.  The sum (dx*dx + dy*dy) + dz*dz is
+  // cKDTree's order.
   void scan(int32_t begin, int32_t end) {
     double d2[kLeafSize];
+    int32_t near[kLeafSize];
     const int32_t count = end - begin;
     const float *x = x_ + begin, *y = y_ + begin, *z = z_ + begin;
     for (int32_t i = 0; i < count; ++i) {
@@ -376,10 +380,15 @@ class TreeSearch {
       const double dz = q_[2] - static_cast<double>(z[i]);
       d2[i] = dx * dx + dy * dy + dz * dz;
     }
+    const double kth = nearest_.kth();
+    int32_t nears = 0;
     for (int32_t i = 0; i < count; ++i) {
-      if (nearest_.admits(d2[i], id_[begin + i])) {
-        nearest_.insert(d2[i], id_[begin + i]);
-      }
+      near[nears] = i;
+      nears += d2[i] <= kth;
+    }
+    for (int32_t j = 0; j < nears; ++j) {
+      const int32_t i = near[j];
+      if (nearest_.admits(d2[i], id_[begin + i])) nearest_.insert(d2[i], id_[begin + i]);
     }
   }
 
