@@ -28,8 +28,9 @@ namespace customops {
 namespace knn {
 
 // Scanning a point is much cheaper than visiting a node (a likely branch
-// miss), so leaves are fairly long.
-constexpr int32_t kLeafSize = 32;
+// miss), so leaves are fairly long: at k = 16, 48 and 64 measured about 5%
+// faster than 32, 24 slower.
+constexpr int32_t kLeafSize = 48;
 
 // Points of all clouds in tree order, one array per field so that leaf
 // scans vectorise.
