@@ -60,6 +60,28 @@ def test_matches_ckdtree_on_large_clouds(rng, run, kind):
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
 
 
+@pytest.mark.parametrize("run", [run_torch, run_ort], ids=["torch", "ort"])
+@pytest.mark.parametrize("nsample", [16, 200], ids=["sorted", "heap"])
+def test_matches_brute_force_where_density_jumps(rng, run, nsample):
+    """Each search starts from a guess made from the previous query's k-th
+    distance; queries stepping from a tight blob into sparse space (and onto
+    exact duplicates, where distances tie) hold fewer than k points within
+    that guess and must search again without it."""
+    blob = 0.5 + 1e-3 * rng.standard_normal((1500, 3))
+    sparse = rng.random((1500, 3))
+    duplicates = np.repeat(rng.random((4, 3)), 50, axis=0)
+    xyz = np.concatenate([blob, sparse, duplicates]).astype(np.float32)
+    queries = np.concatenate([xyz[rng.choice(len(xyz), 1000)], rng.random((1000, 3))])
+    queries = queries.astype(np.float32)
+    offset, new_offset = np.array([len(xyz)], np.int32), np.array([len(queries)], np.int32)
+    idx, dist = run(nsample, xyz, offset, queries, new_offset)
+    ref_idx, ref_dist = OP.reference(
+        {"xyz": xyz, "offset": offset, "new_xyz": queries, "new_offset": new_offset},
+        {"nsample": nsample})
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(dist, ref_dist, rtol=1e-6, atol=0)
+
+
 class KNN(torch.nn.Module):
     def __init__(self, nsample):
         super().__init__()

@@ -1,6 +1,9 @@
 // Private to knn_query.cpp: the k best (squared distance, row) pairs of one
 // query.  Pairs order by distance, then by row, which is the required output
-// order; unfilled slots hold (+inf, kNoPoint), which every real point beats.
+// order.  Unfilled slots hold (bound, kNoPoint), which every real point
+// within the bound beats: with bound = +inf every point; with a smaller
+// bound the search also skips what lies beyond it, and full() says whether
+// k points were within (if so, they are the k nearest).
 //
 // Two interchangeable implementations: a sorted array for small k, where
 // shifting a few entries beats sifting through a heap, and a max-heap for
@@ -47,11 +50,15 @@ class SortedNearest {
 
   explicit SortedNearest(int64_t k) : best_(k) {}
 
-  void reset() {
-    std::fill(best_.begin(), best_.end(),
-              Neighbour{std::numeric_limits<double>::infinity(), kNoPoint});
+  void reset(double bound) {
+    std::fill(best_.begin(), best_.end(), Neighbour{bound, kNoPoint});
     worst_ = best_.back();
   }
+
+  bool full() const { return worst_.id != kNoPoint; }
+
+  // The current k-th squared distance.
+  double kth() const { return worst_.d2; }
 
   // Whether something at squared distance d2 with row id would enter.
   bool admits(double d2, int32_t id) const { return before({d2, id}, worst_); }
@@ -77,10 +84,14 @@ class HeapNearest {
  public:
   explicit HeapNearest(int64_t k) : heap_(k) {}
 
-  void reset() {
-    std::fill(heap_.begin(), heap_.end(),
-              Neighbour{std::numeric_limits<double>::infinity(), kNoPoint});
+  void reset(double bound) {
+    std::fill(heap_.begin(), heap_.end(), Neighbour{bound, kNoPoint});
   }
+
+  bool full() const { return heap_[0].id != kNoPoint; }
+
+  // The current k-th squared distance (before write(), which sorts).
+  double kth() const { return heap_[0].d2; }
 
   bool admits(double d2, int32_t id) const { return before({d2, id}, heap_[0]); }
 

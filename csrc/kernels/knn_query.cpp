@@ -7,10 +7,13 @@
 // cell boundaries into a tree of bounding boxes gives both: building is a few
 // linear passes, and the boxes follow the points' density (knn_tree.h).
 // Queries are visited in the same Morton order, so consecutive queries touch
-// the same tree nodes.  Measured at k = 16, build + query take 0.2-0.55 of
-// the time of scipy.spatial.cKDTree build + query on the same threads.
+// the same tree nodes, and each search starts from the previous one's k-th
+// distance.  Measured at k = 16 on one thread (bench/run.py, 4,096 to
+// 262,144 points), build + query take 0.15-0.45 of the time of
+// scipy.spatial.cKDTree build + query and 0.25-0.7 of pykdtree's.
 #include "knn_query.h"
 
+#include <limits>
 #include <vector>
 
 #include "knn_morton.h"
@@ -49,6 +52,15 @@ bool is_points_shape(const Shape& shape) {
   return shape.size() == 2 && shape[0] >= 0 && shape[1] == 3;
 }
 
+// A search starts with a guess of its k-th squared distance: this times the
+// previous query's.  Consecutive queries in Morton order are close and see
+// about the same density, so the guess usually holds k points; the search
+// then skips every point beyond it from the first leaf on, instead of first
+// sorting in far points it later drops (30% fewer insertions at k = 16).
+// A guess that holds fewer than k points costs a second search: 1.6 makes
+// that about 3% of queries on uniform clouds, 13% on clustered ones.
+constexpr double kGuessScale = 1.6;
+
 // Answers every query, visiting each cloud's queries in Morton order so
 // that consecutive searches walk the same tree nodes.
 template <typename Nearest>
@@ -69,14 +81,19 @@ void answer_queries(const knn::Forest& forest, const float* new_xyz,
     knn::for_each_cloud_part(
         new_offset, b, begin, end, [&](int64_t c, int64_t lo, int64_t hi) {
           const knn::Tree& tree = forest.trees[c];
+          constexpr double kAll = std::numeric_limits<double>::infinity();
+          double guess = kAll;
           for (int64_t i = lo; i < hi; ++i) {
             const int64_t row = rows[i];
-            nearest.reset();
-            if (tree.count > 0) {
-              const double q[3] = {new_xyz[3 * row], new_xyz[3 * row + 1],
-                                   new_xyz[3 * row + 2]};
-              knn::TreeSearch<Nearest>(forest, tree, q, nearest);
+            const double q[3] = {new_xyz[3 * row], new_xyz[3 * row + 1],
+                                 new_xyz[3 * row + 2]};
+            nearest.reset(guess);
+            if (tree.count > 0) knn::TreeSearch<Nearest>(forest, tree, q, nearest);
+            if (!nearest.full() && guess < kAll) {  // fewer than k within the guess
+              nearest.reset(kAll);
+              if (tree.count > 0) knn::TreeSearch<Nearest>(forest, tree, q, nearest);
             }
+            guess = kGuessScale * nearest.kth();
             nearest.write(idx + row * nsample, dist + row * nsample);
           }
         });
