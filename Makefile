@@ -58,7 +58,7 @@ $(CHROMIUM):
 	$(SUDO) apt-get install -y --no-install-recommends chromium
 
 # Speed of the kernels against their references, side by side (see bench/).
-bench: setup
+bench: setup cpp $(CHROMIUM)  # the notebooks it times need both
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # Kernels and bindings rebuilt with AddressSanitizer + UBSan, tests run under them.
