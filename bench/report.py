@@ -167,7 +167,8 @@ def markdown(env, settings, groups, results, target_rows, suite_lines) -> str:
         f"{settings['budget']:g} s per contender and case); time.perf_counter around the "
         "call only.  Times are medians; every ratio is ours / reference (< 1: ours "
         "faster), the median of the per-round ratios.  ORT sessions run with "
-        "session.intra_op.allow_spinning = 0, OpenMP pools with OMP_WAIT_POLICY = PASSIVE.",
+        "session.intra_op.allow_spinning = 0, OpenMP pools with OMP_WAIT_POLICY = PASSIVE, "
+        "numpy's OpenBLAS with one thread.",
         "- this machine is shared: absolute times are noisy; the ratios, measured side "
         "by side, are what to read.",
     ]

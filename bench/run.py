@@ -32,6 +32,10 @@ def _threads_option(argv) -> int:
 # contender runs next.
 os.environ["OMP_NUM_THREADS"] = str(_threads_option(sys.argv[1:]))
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+# numpy's OpenBLAS keeps a server thread busy (measured with perf: about 10%
+# of the samples of a loop of ORT runs that made no BLAS call), and no
+# contender times a BLAS call of numpy's: one thread, none to steal a core.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import cases  # noqa: E402
 import report  # noqa: E402
