@@ -476,4 +476,34 @@ void deform_conv2d(const double* input, const double* weight, const double* offs
   run_best(input, weight, offset, mask, bias, p, output, parallel_for);
 }
 
+namespace {
+
+// `count` halves as floats (empty for an absent input).
+std::vector<float> widened(const Half* values, int64_t count) {
+  std::vector<float> out(values ? count : 0);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = to_float(values[i]);
+  return out;
+}
+
+const float* data_or_null(const std::vector<float>& values, const Half* given) {
+  return given ? values.data() : nullptr;
+}
+
+}  // namespace
+
+void deform_conv2d(const Half* input, const Half* weight, const Half* offset,
+                   const Half* mask, const Half* bias, const DeformConv2dParams& p,
+                   Half* output, const ParallelFor& parallel_for) {
+  const int64_t taps = p.kernel_h * p.kernel_w, plane = p.out_h * p.out_w;
+  const std::vector<float> x = widened(input, p.batch * p.in_channels * p.height * p.width),
+                           w = widened(weight, p.out_channels * p.in_channels / p.groups * taps),
+                           o = widened(offset, p.batch * 2 * p.offset_groups * taps * plane),
+                           m = widened(mask, p.batch * p.offset_groups * taps * plane),
+                           b = widened(bias, p.out_channels);
+  std::vector<float> y(p.batch * p.out_channels * plane);
+  run_best(x.data(), w.data(), o.data(), data_or_null(m, mask), data_or_null(b, bias), p,
+           y.data(), parallel_for);
+  for (size_t i = 0; i < y.size(); ++i) output[i] = to_half(y[i]);
+}
+
 }  // namespace customops

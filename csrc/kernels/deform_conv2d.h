@@ -1,5 +1,5 @@
-// Deformable convolution (v1 without mask, v2 with mask), NCHW, in float32
-// or float64 (callers with float16 convert to float32 and back).
+// Deformable convolution (v1 without mask, v2 with mask), NCHW, in float32,
+// float64 or float16 (computed in float32, rounded once).
 //
 // The arguments follow torchvision's C++ schema: input (N, C, H, W),
 // weight (O, C/groups, kh, kw), offset (N, 2*offset_groups*kh*kw, oh, ow),
@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "half.h"
 #include "parallel.h"
 #include "shape.h"
 
@@ -45,6 +46,10 @@ void deform_conv2d(const float* input, const float* weight, const float* offset,
 void deform_conv2d(const double* input, const double* weight, const double* offset,
                    const double* mask, const double* bias,
                    const DeformConv2dParams& p, double* output,
+                   const ParallelFor& parallel_for);
+void deform_conv2d(const Half* input, const Half* weight, const Half* offset,
+                   const Half* mask, const Half* bias,
+                   const DeformConv2dParams& p, Half* output,
                    const ParallelFor& parallel_for);
 
 }  // namespace customops

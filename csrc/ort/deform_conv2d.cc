@@ -16,22 +16,6 @@ constexpr ONNXTensorElementDataType kOnnxType =
     : std::is_same_v<T, double> ? ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE
                                 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
 
-// float16 is computed in float32: the values of a float16 tensor as floats.
-std::vector<float> to_float(const Ort::ConstValue& value) {
-  const auto* data = value.GetTensorData<Ort::Float16_t>();
-  std::vector<float> out(value.GetTensorTypeAndShapeInfo().GetElementCount());
-  for (size_t i = 0; i < out.size(); ++i) out[i] = data[i].ToFloat();
-  return out;
-}
-
-// An optional input as floats: empty and null when absent.
-struct OptionalFloats {
-  explicit OptionalFloats(const std::optional<Ort::ConstValue>& value)
-      : values(value ? to_float(*value) : std::vector<float>{}), data(value ? values.data() : nullptr) {}
-  std::vector<float> values;
-  const float* data;
-};
-
 template <typename T>
 struct DeformConv2d {
   static constexpr const char* kName = "deform_conv2d";
@@ -60,20 +44,14 @@ struct DeformConv2d {
                             shape_of(mask), shape_of(bias), stride, padding, dilation, groups,
                             offset_groups);
     auto output = context.GetOutput(0, {p.batch, p.out_channels, p.out_h, p.out_w});
-    const ParallelFor parallel_for = parallel_for_of(context);
-    if constexpr (std::is_same_v<T, Ort::Float16_t>) {
-      const std::vector<float> x = to_float(input), w = to_float(weight), o = to_float(offset);
-      const OptionalFloats m(mask), b(bias);
-      std::vector<float> y(output.GetTensorTypeAndShapeInfo().GetElementCount());
-      deform_conv2d(x.data(), w.data(), o.data(), m.data, b.data, p, y.data(), parallel_for);
-      T* out = output.GetTensorMutableData<T>();
-      for (size_t i = 0; i < y.size(); ++i) out[i] = T(y[i]);
-    } else {
-      deform_conv2d(input.GetTensorData<T>(), weight.GetTensorData<T>(),
-                    offset.GetTensorData<T>(), mask ? mask->GetTensorData<T>() : nullptr,
-                    bias ? bias->GetTensorData<T>() : nullptr, p,
-                    output.GetTensorMutableData<T>(), parallel_for);
-    }
+    using Kernel = KernelElementT<T>;
+    const auto data = [](const Ort::ConstValue& value) {
+      return reinterpret_cast<const Kernel*>(value.GetTensorData<T>());
+    };
+    deform_conv2d(data(input), data(weight), data(offset), mask ? data(*mask) : nullptr,
+                  bias ? data(*bias) : nullptr, p,
+                  reinterpret_cast<Kernel*>(output.GetTensorMutableData<T>()),
+                  parallel_for_of(context));
   }
 
   // (N, O, oh, ow): N from input, O from weight, (oh, ow) from offset; the

@@ -8,16 +8,10 @@
 namespace customops::ort {
 namespace {
 
-// The kernels' type for the data of an Ort::Custom::Tensor<T>
-// (Ort::Float16_t holds the same 16 bits as the kernels' Half).
-template <typename T> struct Element { using Kernel = T; };
-template <> struct Element<Ort::Float16_t> { using Kernel = Half; };
-
 template <typename T>
 Ort::Status compute(OrtKernelContext* context, const Ort::Custom::Tensor<T>& a,
                     const Ort::Custom::Tensor<T>& b, Ort::Custom::Tensor<T>& out) {
-  using Kernel = typename Element<T>::Kernel;
-  static_assert(sizeof(Kernel) == sizeof(T));
+  using Kernel = KernelElementT<T>;
   return Ort::Status(guarded([&] {
     my_add_check(a.Shape(), b.Shape());
     T* result = out.Allocate(a.Shape());

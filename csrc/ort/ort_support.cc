@@ -1,11 +1,10 @@
 #include "ort_support.h"
 
-#include <atomic>
-#include <string>
-
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 namespace customops::ort {
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/half.h"
 #include "../kernels/parallel.h"
 #include "../kernels/shape.h"
 
@@ -20,6 +21,13 @@ namespace customops::ort {
 // The ops' ONNX domain (customops/ort.py DOMAIN in Python).  Kernels are
 // registered without a version range, so they serve every version of it.
 inline constexpr const char* kDomain = "custom";
+
+// The kernels' element type for an ORT element type T: the same, except
+// that the kernels' Half stands for Ort::Float16_t (the same 16 bits).
+template <typename T> struct KernelElement { using type = T; };
+template <> struct KernelElement<Ort::Float16_t> { using type = Half; };
+static_assert(sizeof(Half) == sizeof(Ort::Float16_t));
+template <typename T> using KernelElementT = typename KernelElement<T>::type;
 
 // Runs fn and converts any exception into an OrtStatus (nullptr = success):
 // argument errors become ORT_INVALID_ARGUMENT with the kernel's message.

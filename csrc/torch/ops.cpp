@@ -150,8 +150,7 @@ std::tuple<at::Tensor, at::Tensor> knn_query_op(int64_t nsample, const at::Tenso
 }
 
 // deform_conv2d takes float32, float64 and float16 (as torchvision does on the
-// CPU), all inputs of one dtype, in any layout.  float16 is computed in
-// float32 and the result converted back.  The messages match the fake
+// CPU), all inputs of one dtype, in any layout.  The messages match the fake
 // kernel's in customops/ops.py.
 void check_deform_tensor(const at::Tensor& t, const char* name, at::ScalarType dtype) {
   check_tensor(t, "deform_conv2d", name, kFloatTypes);
@@ -163,9 +162,9 @@ void run_deform_conv2d(const at::Tensor& input, const at::Tensor& weight,
                        const at::Tensor& offset, const std::optional<at::Tensor>& mask,
                        const std::optional<at::Tensor>& bias, const DeformConv2dParams& p,
                        at::Tensor& out) {
-  deform_conv2d(input.data_ptr<T>(), weight.data_ptr<T>(), offset.data_ptr<T>(),
-                mask ? mask->data_ptr<T>() : nullptr, bias ? bias->data_ptr<T>() : nullptr, p,
-                out.data_ptr<T>(), torch_parallel_for);
+  deform_conv2d(data_of<T>(input), data_of<T>(weight), data_of<T>(offset),
+                mask ? data_of<T>(*mask) : nullptr, bias ? data_of<T>(*bias) : nullptr, p,
+                data_of<T>(out), torch_parallel_for);
 }
 
 at::Tensor deform_conv2d_op(const at::Tensor& input, const at::Tensor& weight,
@@ -185,22 +184,19 @@ at::Tensor deform_conv2d_op(const at::Tensor& input, const at::Tensor& weight,
                                Shape(padding.vec()), Shape(dilation.vec()), groups,
                                offset_groups);
   });
-  // What the kernel reads: contiguous, and float16 as float32 (no copy when
-  // the tensor already is).
-  const at::ScalarType compute = dtype == at::kDouble ? at::kDouble : at::kFloat;
-  const auto prepare = [compute](const at::Tensor& t) { return t.to(compute).contiguous(); };
-  const auto prepare_optional = [&](const std::optional<at::Tensor>& t) {
-    return t ? std::optional<at::Tensor>(prepare(*t)) : std::nullopt;
+  // What the kernel reads: contiguous (a copy only when the tensor is not).
+  const auto dense = [](const std::optional<at::Tensor>& t) {
+    return t ? std::optional<at::Tensor>(t->contiguous()) : std::nullopt;
   };
-  const at::Tensor x = prepare(input), w = prepare(weight), o = prepare(offset);
-  const std::optional<at::Tensor> m = prepare_optional(mask), b = prepare_optional(bias);
-  at::Tensor out = at::empty({p.batch, p.out_channels, p.out_h, p.out_w},
-                             input.options().dtype(compute));
-  if (compute == at::kDouble)
-    run_deform_conv2d<double>(x, w, o, m, b, p, out);
-  else
-    run_deform_conv2d<float>(x, w, o, m, b, p, out);
-  return out.to(dtype);
+  const at::Tensor x = input.contiguous(), w = weight.contiguous(), o = offset.contiguous();
+  const std::optional<at::Tensor> m = dense(mask), b = dense(bias);
+  at::Tensor out = at::empty({p.batch, p.out_channels, p.out_h, p.out_w}, x.options());
+  switch (dtype) {
+    case at::kDouble: run_deform_conv2d<double>(x, w, o, m, b, p, out); break;
+    case at::kHalf: run_deform_conv2d<Half>(x, w, o, m, b, p, out); break;
+    default: run_deform_conv2d<float>(x, w, o, m, b, p, out);
+  }
+  return out;
 }
 
 }  // namespace
