@@ -71,6 +71,7 @@ def _check_tensor(t, op, name, dtypes):
 # --- my_add -----------------------------------------------------------------
 
 
+
 def my_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """2 * a + b for CPU tensors of one shape and one dtype (float32, float64 or
     float16, computed in float32), in any layout; the result is contiguous."""
