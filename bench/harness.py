@@ -91,11 +91,25 @@ class Outcome:
         return not self.problems if self.checked else None
 
 
+def round_ratios(numerator: Outcome, denominator: Outcome) -> list[float]:
+    """numerator time / denominator time, one per round."""
+    return [n / d for n, d in zip(numerator.times, denominator.times)]
+
+
 def paired_ratio(numerator: Outcome, denominator: Outcome) -> Optional[float]:
     """Median over rounds of numerator time / denominator time."""
-    if not numerator.times or not denominator.times:
+    ratios = round_ratios(numerator, denominator)
+    return statistics.median(ratios) if ratios else None
+
+
+def ratio_spread(numerator: Outcome, denominator: Outcome) -> Optional[tuple[float, float]]:
+    """The middle half of the per-round ratios (first and third quartile):
+    how far one round's verdict could fall from the median's."""
+    ratios = round_ratios(numerator, denominator)
+    if len(ratios) < 2:
         return None
-    return statistics.median(n / d for n, d in zip(numerator.times, denominator.times))
+    quartiles = statistics.quantiles(ratios, n=4)
+    return quartiles[0], quartiles[2]
 
 
 @dataclass

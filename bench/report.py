@@ -9,7 +9,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-from harness import paired_ratio
+from harness import paired_ratio, ratio_spread
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "torchvision", "onnx", "onnxruntime", "scipy", "pykdtree", "numpy",
@@ -34,6 +34,9 @@ def _git(*args) -> str:
     return done.stdout.strip() if done.returncode == 0 else "?"
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS")
+
+
 def environment(threads: int) -> dict:
     from customops.ort import library_path
 
@@ -50,18 +53,21 @@ def environment(threads: int) -> dict:
         "library_built": datetime.datetime.fromtimestamp(library.stat().st_mtime)
         .astimezone().isoformat(timespec="seconds"),
         "load_average": os.getloadavg(),
+        # what bench/run.py set before the OpenMP and BLAS runtimes loaded
+        "thread_environment": {name: os.environ.get(name, "unset") for name in THREAD_VARIABLES},
     }
 
 
 # --- numbers -----------------------------------------------------------------------
 
 
-def ratio_value(outcomes: dict, ratio) -> float | None:
-    """Median of the per-round ratios (see harness.paired_ratio)."""
+def ratio_value(outcomes: dict, ratio, statistic=paired_ratio):
+    """statistic of the ratio's two contenders' rounds: by default the median
+    of the per-round ratios (harness.paired_ratio); None if one is missing."""
     num, den = outcomes.get(ratio.numerator), outcomes.get(ratio.denominator)
     if num is None or den is None:
         return None
-    return paired_ratio(num, den)
+    return statistic(num, den)
 
 
 def check_text(outcomes: dict) -> str:
@@ -98,11 +104,12 @@ def evaluate_targets(targets, groups, results) -> list[dict]:
     rows = []
     for target in targets:
         group = target.case.split("/", 1)[0]
-        value = None
+        value = spread = None
         if target.case in results and target.ratio in ratios.get(group, {}):
             value = ratio_value(results[target.case], ratios[group][target.ratio])
+            spread = ratio_value(results[target.case], ratios[group][target.ratio], ratio_spread)
         rows.append({"target": target.text, "case": target.case, "ratio": target.ratio,
-                     "value": value,
+                     "value": value, "spread": spread,
                      "limit": target.limit, "at_most": target.at_most,
                      "verdict": target.verdict(value)})
     return rows
@@ -112,6 +119,8 @@ def target_lines(rows) -> list[str]:
     lines = []
     for row in rows:
         value = "not measured" if row["value"] is None else f"{row['value']:.2f}x"
+        if row["spread"]:
+            value += " (middle half of the rounds {:.2f}-{:.2f}x)".format(*row["spread"])
         bound = f"{'<=' if row['at_most'] else '>='} {row['limit']:.3g}x"
         lines.append(f"{row['verdict']}: {row['target']} ({row['ratio']} = {value}, "
                      f"needs {bound})")
@@ -167,8 +176,8 @@ def markdown(env, settings, groups, results, target_rows, suite_lines) -> str:
         f"{settings['budget']:g} s per contender and case); time.perf_counter around the "
         "call only.  Times are medians; every ratio is ours / reference (< 1: ours "
         "faster), the median of the per-round ratios.  ORT sessions run with "
-        "session.intra_op.allow_spinning = 0, OpenMP pools with OMP_WAIT_POLICY = PASSIVE, "
-        "numpy's OpenBLAS with one thread.",
+        "session.intra_op.allow_spinning = 0; environment: "
+        + ", ".join(f"{k}={v}" for k, v in env["thread_environment"].items()) + ".",
         "- this machine is shared: absolute times are noisy; the ratios, measured side "
         "by side, are what to read.",
     ]
@@ -186,16 +195,18 @@ def markdown(env, settings, groups, results, target_rows, suite_lines) -> str:
 
 def plot(groups, results, target_rows, path: Path) -> None:
     """One panel per group; a horizontal bar per (case, ratio), every ratio
-    ours / reference on one log axis, a line at 1 (left of it: ours faster)
-    and a marker at each target's limit, green when met, red when not."""
+    ours / reference on one log axis, with a whisker over the middle half of
+    its rounds, a line at 1 (left of it: ours faster) and a marker at each
+    target's limit, green when met, red when not."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = []  # (group, [(label, value, ratio index, (case key, ratio label))])
+    panels = []  # (group, [(label, value, ratio index, (case key, ratio label), spread)])
     for group in groups:
-        bars = [(case.label, value, i, (case.key, ratio.label))
+        bars = [(case.label, value, i, (case.key, ratio.label),
+                 ratio_value(results[case.key], ratio, ratio_spread) or (value, value))
                 for case in group.cases for i, ratio in enumerate(group.ratios)
                 if (value := ratio_value(results[case.key], ratio)) is not None]
         if bars:
@@ -214,8 +225,12 @@ def plot(groups, results, target_rows, path: Path) -> None:
         y = list(range(len(bars)))[::-1]
         colors = [palette(b[2] % 10) for b in bars]
         ax.barh(y, [b[1] for b in bars], color=colors, height=0.75)
-        for yi, (_, value, _, key) in zip(y, bars):
-            ax.text(value, yi, f" {value:.2f}", va="center", fontsize=7)
+        # whiskers: the middle half of the per-round ratios
+        ax.errorbar([b[1] for b in bars], y, fmt="none", ecolor="black", elinewidth=0.8,
+                    capsize=2, xerr=[[b[1] - b[4][0] for b in bars],
+                                     [b[4][1] - b[1] for b in bars]])
+        for yi, (_, value, _, key, spread) in zip(y, bars):
+            ax.text(max(value, spread[1]), yi, f" {value:.2f}", va="center", fontsize=7)
             row = targets.get(key)
             if row is not None:
                 ax.plot(row["limit"], yi, marker="D", markersize=6, zorder=3,
@@ -231,7 +246,8 @@ def plot(groups, results, target_rows, path: Path) -> None:
         ax.set_xscale("log")
         ax.set_xlim(*span)
     axes[-1, 0].set_xlabel("ours / reference: median of per-round time ratios (log scale; "
-                           "< 1: ours faster)\ndiamond: target limit (green met, red missed)")
+                           "< 1: ours faster)\nwhisker: middle half of the rounds; diamond: target limit "
+                           "(green met, red missed)")
     verdicts = [r["verdict"] for r in target_rows]
     summary = ", ".join(f"{verdicts.count(v)} {v}" for v in ("PASS", "FAIL", "N/A")
                         if v in verdicts)

@@ -412,7 +412,8 @@ def test_a_course_notebook_runs_in_the_labs_kernel(lab, tmp_path):
     assert not failed, (f"{notebook}: cell failed:\n{failed[0]['source'][:500]}\n"
                         + "\n".join(failed[0]["error"]["traceback"] if failed[0]["error"] else []))
     assert len(results) == len(sources) + 1
-    # The notebook's own check ran in the lab's kernel: its ORT-against-torch lines
+    # The notebook's own check ran in the lab's kernel: it printed its
+    # checker and ORT-against-torch line.
     streams = "".join(r["stream"] for r in results)
     assert "checker ok; ORT and torch" in streams, streams[-2000:]
 
