@@ -92,7 +92,9 @@ class Outcome:
 
 
 def round_ratios(numerator: Outcome, denominator: Outcome) -> list[float]:
-    """numerator time / denominator time, one per round."""
+    """numerator time / denominator time, one per round (none if either was skipped)."""
+    if not numerator.times or not denominator.times:
+        return []
     return [n / d for n, d in zip(numerator.times, denominator.times)]
 
 
