@@ -110,7 +110,7 @@ def ratio_spread(numerator: Outcome, denominator: Outcome) -> Optional[tuple[flo
     ratios = round_ratios(numerator, denominator)
     if len(ratios) < 2:
         return None
-    quartiles = statistics.quantiles(ratios, n=4)
+    quartiles = statistics.quantiles(ratios, n=4, method="inclusive")
     return quartiles[0], quartiles[2]
 
 

@@ -1,0 +1,66 @@
+"""bench/run.py end to end on every group, with two timed rounds per case:
+the harness, the agreement checks, the report and the plot must work.  The
+times of so short a run mean nothing, and nothing here looks at them; the
+speed targets are judged by `make bench` alone."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench/run.py"), "--no-notebooks", "--no-build",
+         "--min-repeat", "2", "--max-repeat", "2", "--cdist-limit", "5000", "--out", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_every_contender_agrees_with_its_reference(quick_run):
+    data = json.loads((quick_run / "results.json").read_text())
+    assert {g["name"] for g in data["groups"]} == {"knn", "deform_conv2d", "my_add", "threads",
+                                                   "overhead"}
+    problems = [(g["name"], c["label"], name, o["problems"])
+                for g in data["groups"] for c in g["cases"]
+                for name, o in c["contenders"].items() if o.get("identical") is False]
+    assert not problems
+    skipped = [name for g in data["groups"] for c in g["cases"]
+               for name, o in c["contenders"].items() if o.get("skipped")]
+    assert skipped and set(skipped) == {"cdist+topk"}  # above --cdist-limit, said so
+
+
+def test_every_target_gets_a_verdict_with_its_spread(quick_run):
+    data = json.loads((quick_run / "results.json").read_text())
+    assert len(data["targets"]) == 10
+    for row in data["targets"]:
+        assert row["verdict"] in ("PASS", "FAIL"), row
+        low, high = row["spread"]
+        assert low <= row["value"] <= high, row
+    text = (quick_run / "results.md").read_text()
+    assert text.count("(middle half of the rounds ") == 10
+    assert (quick_run / "ratios.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_publish_replaces_only_the_marked_section(quick_run, tmp_path):
+    # In a child process: importing bench/run.py sets the thread variables
+    # of os.environ, which later tests' subprocesses would inherit.
+    start, end = "<!-- bench/run.py --publish: start -->", "<!-- bench/run.py --publish: end -->"
+    (tmp_path / "README.md").write_text(f"# before\n{start}\nold table\n{end}\n# after\n")
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import run; "
+            "run.publish(Path(sys.argv[2]) / 'ratios.png', "
+            "(Path(sys.argv[2]) / 'results.md').read_text(), root=Path(sys.argv[3]))")
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "bench"), str(quick_run),
+                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.startswith(f"# before\n{start}\n") and readme.endswith(f"{end}\n# after\n")
+    assert "old table" not in readme and "### Targets" in readme
+    assert (tmp_path / "docs/bench.png").read_bytes() == (quick_run / "ratios.png").read_bytes()
