@@ -49,17 +49,26 @@ def test_every_target_gets_a_verdict_with_its_spread(quick_run):
     assert (quick_run / "ratios.png").read_bytes()[:4] == b"\x89PNG"
 
 
+# Run in a child process: importing bench/run.py sets the thread variables of
+# os.environ, which later tests' subprocesses would inherit.
+PUBLISH = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import run
+out, root = Path(sys.argv[2]), Path(sys.argv[3])
+start, end = run.PUBLISHED_MARKERS
+(root / "README.md").write_text(f"# before\\n{start}\\nold table\\n{end}\\n# after\\n")
+run.publish(out / "ratios.png", (out / "results.md").read_text(), root=root)
+print(json.dumps(run.PUBLISHED_MARKERS))
+"""
+
+
 def test_publish_replaces_only_the_marked_section(quick_run, tmp_path):
-    # In a child process: importing bench/run.py sets the thread variables
-    # of os.environ, which later tests' subprocesses would inherit.
-    start, end = "<!-- bench/run.py --publish: start -->", "<!-- bench/run.py --publish: end -->"
-    (tmp_path / "README.md").write_text(f"# before\n{start}\nold table\n{end}\n# after\n")
-    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import run; "
-            "run.publish(Path(sys.argv[2]) / 'ratios.png', "
-            "(Path(sys.argv[2]) / 'results.md').read_text(), root=Path(sys.argv[3]))")
-    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "bench"), str(quick_run),
+    done = subprocess.run([sys.executable, "-c", PUBLISH, str(ROOT / "bench"), str(quick_run),
                            str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
+    start, end = json.loads(done.stdout.strip().splitlines()[-1])
     readme = (tmp_path / "README.md").read_text()
     assert readme.startswith(f"# before\n{start}\n") and readme.endswith(f"{end}\n# after\n")
     assert "old table" not in readme and "### Targets" in readme

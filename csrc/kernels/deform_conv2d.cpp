@@ -485,10 +485,6 @@ std::vector<float> widened(const Half* values, int64_t count) {
   return out;
 }
 
-const float* data_or_null(const std::vector<float>& values, const Half* given) {
-  return given ? values.data() : nullptr;
-}
-
 }  // namespace
 
 void deform_conv2d(const Half* input, const Half* weight, const Half* offset,
@@ -501,8 +497,8 @@ void deform_conv2d(const Half* input, const Half* weight, const Half* offset,
                            m = widened(mask, p.batch * p.offset_groups * taps * plane),
                            b = widened(bias, p.out_channels);
   std::vector<float> y(p.batch * p.out_channels * plane);
-  run_best(x.data(), w.data(), o.data(), data_or_null(m, mask), data_or_null(b, bias), p,
-           y.data(), parallel_for);
+  run_best(x.data(), w.data(), o.data(), mask ? m.data() : nullptr, bias ? b.data() : nullptr,
+           p, y.data(), parallel_for);
   for (size_t i = 0; i < y.size(); ++i) output[i] = to_half(y[i]);
 }
 

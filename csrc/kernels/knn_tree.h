@@ -341,8 +341,7 @@ class TreeSearch {
         z_(forest.points.z.data() + tree.begin),
         id_(forest.points.id.data() + tree.begin),
         tree_(tree),
-        q_{q[0], q[1], q[2]},
-        q6_{q[0], q[1], q[2], q[0], q[1], q[2]},
+        q_{q[0], q[1], q[2], q[0], q[1], q[2]},
         nearest_(nearest) {
     visit(tree.root);
   }
@@ -355,7 +354,7 @@ class TreeSearch {
     }
     const Node& node = tree_.nodes[ref];
     double bound[2];
-    box_distances(q6_, node, bound);
+    box_distances(q_, node, bound);
     const int near = bound[1] < bound[0] ? 1 : 0;
     visit_if_useful(node, near, bound[near]);
     visit_if_useful(node, 1 - near, bound[1 - near]);
@@ -396,8 +395,7 @@ class TreeSearch {
   const float *x_, *y_, *z_;
   const int32_t* id_;
   const Tree& tree_;
-  const double q_[3];
-  const double q6_[6];  // q twice, for box_distances
+  const double q_[6];  // the query twice, as box_distances reads it
   Nearest& nearest_;
 };
 
