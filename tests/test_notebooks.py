@@ -110,3 +110,15 @@ def test_links_to_notebook_anchors_resolve():
                                              "".join(cell["source"])):
                 target = target or path.name
                 assert anchor in anchors.get(target, ()), f"{path.name} links {target}#{anchor}"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_nbval_markers_are_ones_nbval_reads(path):
+    # nbval acts on a comment only when it is exactly a marker: "# NBVAL_IGNORE_OUTPUT (why)"
+    # is an ordinary comment, and the cell's output is then compared digit for digit.
+    from nbval.plugin import comment_markers
+    for cell in cells(path):
+        for line in "".join(cell["source"]).splitlines():
+            if line.strip().startswith("#") and "NBVAL" in line:
+                assert line.strip().lstrip("#").strip() in comment_markers, \
+                    f"{path.name}: {line.strip()!r} is not a marker nbval recognises"
