@@ -165,9 +165,10 @@ def test_notebook_04_passes_on_the_standin(tmp_path):
     against the outputs stored from the real op.  Here torch_cluster is hidden
     behind a package of that name that raises ModuleNotFoundError, as a missing
     one does."""
-    hidden = tmp_path / "torch_cluster"
+    hidden, asked = tmp_path / "torch_cluster", tmp_path / "asked"
     hidden.mkdir()
     (hidden / "__init__.py").write_text(
+        f"open({str(asked)!r}, 'w').close()  # the notebook's import reached the hidden package\n"
         "raise ModuleNotFoundError('hidden by tests/test_torch_cluster.py', name='torch_cluster')\n")
     path = [str(tmp_path)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
@@ -177,3 +178,4 @@ def test_notebook_04_passes_on_the_standin(tmp_path):
                           cwd=root, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:]
     assert " passed" in done.stdout and "failed" not in done.stdout
+    assert asked.exists()
