@@ -78,6 +78,30 @@ def test_supported_runtime_runs_every_op(tmp_path, version):
             np.testing.assert_array_equal(np.load(f"{path}.out.{name}.npy"), value)
 
 
+# RegisterCustomOps reads the runtime's API version from its version string
+# ("1.32.0" -> 32, csrc/ort/register.cc) and asks for min(that, the headers').
+# Checked through the C API itself: GetApi(minor) exists, GetApi(minor + 1) does not.
+API_PROBE = textwrap.dedent("""
+    import ctypes, pathlib, onnxruntime
+    lib = next(pathlib.Path(onnxruntime.__file__).parent.glob("capi/libonnxruntime.so*"))
+    class ApiBase(ctypes.Structure):
+        _fields_ = [("GetApi", ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)),
+                    ("GetVersionString", ctypes.CFUNCTYPE(ctypes.c_char_p))]
+    get_base = ctypes.CDLL(str(lib)).OrtGetApiBase
+    get_base.restype = ctypes.POINTER(ApiBase)
+    base = get_base().contents
+    minor = int(base.GetVersionString().decode().split(".")[1])
+    print(minor, bool(base.GetApi(minor)), bool(base.GetApi(minor + 1)))
+""")
+
+
+@pytest.mark.parametrize("version", [OLDEST, NEWEST])
+def test_the_api_version_is_the_minor_version(version):
+    done = subprocess.run([ort_python(version), "-c", API_PROBE], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [version.split(".")[1], "True", "False"]
+
+
 def test_older_runtime_is_refused_with_a_message(tmp_path):
     done = run(ort_python("1.23.2"), list(models(tmp_path))[:1])
     assert done.returncode != 0
