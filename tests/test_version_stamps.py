@@ -36,7 +36,8 @@ STAMP = re.compile(rf"""(?<![\w.-])["']?({NAME})["']?(?::\s*["']|\s+)(\d+\.\d+(?
 # (package, version) -> why the course names that release although it is not installed.
 OTHER_RELEASES = {
     ("onnxruntime", "1.23.2"): "the newest release the library refuses (tests/test_ort_versions.py)",
-    ("onnxruntime", "1.24.4"): "the oldest release the library runs on (tests/test_ort_versions.py)",
+    ("onnxruntime", "1.24.1"): "the oldest release the library runs on (tests/test_ort_versions.py)",
+    ("onnxruntime", "1.24.4"): "notebook 02's older runtime, without DeformConv (tests/test_ort_versions.py)",
     ("onnxruntime", "1.24"): "the oldest series the library runs on",
     ("onnxruntime", "1.25.0"): "the first release with a CPU DeformConv kernel (tests/test_ort_versions.py)",
     ("onnxruntime", "1.25"): "the first series with a CPU DeformConv kernel",
