@@ -125,3 +125,22 @@ def test_standard_deformconv_needs_onnxruntime_1_25(tmp_path):
     assert done.returncode != 0
     assert ("NOT_IMPLEMENTED : Could not find an implementation for DeformConv(19)"
             in done.stderr), done.stderr
+
+
+def test_onnx_default_ir_version_loads_from_onnxruntime_1_32_only(tmp_path):
+    """The notebooks' IR-version fact: onnx 1.23.2's make_model writes IR 14 by
+    default; the pinned 1.32.0 reads it, the releases before it read up to 13."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    assert model.ir_version == 14
+    ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(model.SerializeToString())
+    load = "import sys, onnxruntime as ort; ort.InferenceSession(sys.argv[1])"
+    for version in (OLDEST, "1.31.1"):
+        done = subprocess.run([ort_python(version), "-c", load, path], capture_output=True, text=True)
+        assert "Unsupported model IR version: 14, max supported IR version: 13" in done.stderr, version
