@@ -44,6 +44,7 @@ OTHER_RELEASES = {
     ("onnxruntime", "1.16"): "Ort::CustomOpApi was removed in it (notebook 07's porting section)",
     ("torch", "1.13"): "torch.onnx.symbolic_registry was removed in it",
     ("torch", "2.9"): "torch.onnx.export defaults to dynamo=True since it",
+    ("torch", "2.8"): "the TorchScript exporter (dynamo=False) is deprecated since it",
     ("onnxruntime", ".".join(ort_headers.HEADERS_VERSION.split(".")[:2])):
         "the C/C++ headers the library compiles against (tools/ort_headers.py)",
 }
