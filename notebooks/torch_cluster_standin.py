@@ -21,7 +21,7 @@ package does, so that the notebook tells the same story on either:
 Where it differs from the real op: the kernel is Python; a wrong ``size`` gives
 torch's ``Input mismatch`` check instead of the C++ ``INTERNAL ASSERT FAILED ...
 please report a bug to PyTorch. Input mismatch``; the dispatcher records this
-file instead of "registered by RegisterOperators"; there is no CUDA kernel.
+file instead of "registered by RegisterOperators".
 tests/test_torch_cluster.py checks both sides of this list against the real op.
 
 Do not import it beside the real torch_cluster: both define the same operator.
