@@ -19,7 +19,8 @@ from onnx import helper
 
 from customops.builder import IR_VERSION, single_node_model
 from customops.ort import library_path, session
-from helpers import random_clouds
+from helpers import empty_name_cases, random_clouds
+from optable import OPS
 
 ROOT = Path(__file__).resolve().parent.parent
 # CUSTOMOPS_RUN_MODEL: another build of it (e.g. with sanitizers) to test instead
@@ -307,6 +308,22 @@ def test_kernel_errors_are_reported_not_crashed(app, tmp_path):
     for mode in MODES:
         done = run_app(app, *mode_args(mode), model, *args, "--out", tmp_path / "out")
         assert_one_line_error(done, "run failed", "knn_query", "offset")
+
+
+EMPTY_NAMES = empty_name_cases(OPS.values())
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", EMPTY_NAMES)
+def test_empty_required_names_are_refused_at_load(app, tmp_path, case, mode):
+    """A node leaving a required input or an output out is refused when the
+    model loads, with ORT's message (my_add segfaulted here, see
+    tests/test_errors.py)."""
+    model, inputs = EMPTY_NAMES[case]
+    onnx.save(model, tmp_path / "model.onnx")
+    done = run_app(app, *mode_args(mode), tmp_path / "model.onnx",
+                   *save_inputs(tmp_path, inputs), "--out", tmp_path / "out")
+    assert_one_line_error(done, "cannot load model", "is marked single but has an empty string")
 
 
 def test_command_line_errors(app, my_add_files):

@@ -4,9 +4,6 @@
 #include <vector>
 
 #include "ort_support.h"
-#define ORT_API_MANUAL_INIT
-#include <onnxruntime_lite_custom_op.h>
-#undef ORT_API_MANUAL_INIT
 
 namespace customops::ort {
 

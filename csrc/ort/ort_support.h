@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../kernels/half.h"
@@ -28,6 +29,13 @@ template <typename T> struct KernelElement { using type = T; };
 template <> struct KernelElement<Ort::Float16_t> { using type = Half; };
 static_assert(sizeof(Half) == sizeof(Ort::Float16_t));
 template <typename T> using KernelElementT = typename KernelElement<T>::type;
+
+// The ONNX element type of float, double and Ort::Float16_t.
+template <typename T>
+constexpr ONNXTensorElementDataType kOnnxType =
+    std::is_same_v<T, float>    ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT
+    : std::is_same_v<T, double> ? ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE
+                                : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
 
 // Runs fn and converts any exception into an OrtStatus (nullptr = success):
 // argument errors become ORT_INVALID_ARGUMENT with the kernel's message.
@@ -61,7 +69,10 @@ using Dims = std::vector<Dim>;
 
 // Reads the shapes of a node's inputs (nullopt for absent inputs or unknown
 // rank) and sets its output types and shapes; everything it raises is turned
-// into an OrtStatus by the caller's guarded().
+// into an OrtStatus by the caller's guarded().  Written against the raw
+// OrtShapeInferContext rather than the lite API's ShapeInferContext, whose
+// SetOutputShape encodes symbolic dimensions as -2: ORT 1.31 then drops the
+// whole shape (measured: a (n, 3) input gave an output of unknown shape).
 class ShapeInference {
  public:
   explicit ShapeInference(OrtShapeInferContext* context) : context_(context) {}
@@ -88,12 +99,15 @@ struct IoSpec {
   bool optional;
 };
 
-// The classic (non-lite) custom-op API, for ops with optional inputs.
+// The classic (non-lite) custom-op API, the one style of every op here.
 //
-// ORT's lite API treats an optional input as present whenever its index is
-// below the node's input count, so a node that skips a middle input (mask
-// absent, bias present) makes it read a null value's shape and crash.  Here
-// each input is fetched from the kernel context and checked for null instead.
+// ORT's lite API marks every input and output optional and treats an
+// optional input as present whenever its index is below the node's input
+// count: a node that skips a middle input (mask absent, bias present), or
+// gives a required input or an output the empty name, makes it read a null
+// value and crash.  Here required inputs and outputs are declared required
+// (ORT refuses such nodes at load), and each optional input is fetched from
+// the kernel context and checked for null.
 //
 // Kernel provides: kName, kInputs[], kOutputs[] (IoSpec), a constructor from
 // Ort::ConstKernelInfo (reads attributes), void compute(Ort::KernelContext&)
