@@ -325,13 +325,15 @@ class NodeChecks:
             asked = ASKED_ATTRIBUTE.search(outcome.message)
             if outcome.ok or not asked:
                 continue
-            array = numpy_helper.to_array(value)
-            python = array.item() if array.ndim == 0 else array.tolist()
-            trimmed.attribute.append(helper.make_attribute(asked[1], python))
+            attribute = _as_attribute(asked[1], value)
+            if attribute is None:
+                continue
+            python = helper.get_attribute_value(attribute)
+            trimmed.attribute.append(attribute)
             if not self.load(trimmed, inputs).ok:
                 continue
             suffix = {AttributeProto.INT: "i", AttributeProto.FLOAT: "f", AttributeProto.INTS: "is",
-                      AttributeProto.FLOATS: "fs"}.get(trimmed.attribute[-1].type, "t")
+                      AttributeProto.FLOATS: "fs"}[attribute.type]
             return self._base(
                 found, "error", "attribute-as-input",
                 f"input {i} '{node.input[i]}' is a constant ({probe.type_text(value)} "
@@ -366,6 +368,26 @@ class NodeChecks:
                           f"onnxruntime {self.rt.version} has no kernel for {node.op_type} "
                           f"at opset {version} with these input types", "; or ".join(fixes),
                           details=details)
+
+
+def _as_attribute(name: str, tensor: TensorProto) -> AttributeProto | None:
+    """The attribute a numeric constant input would be (a scalar: int or
+    float; a 1-D tensor: their list), or None when it cannot be one or
+    cannot be read (raw data shorter than its shape: ORT reports that itself
+    when it loads the model)."""
+    try:
+        array = numpy_helper.to_array(tensor)
+    except Exception:  # noqa: BLE001  numpy's and onnx's errors for malformed tensors
+        return None
+    if array.ndim > 1 or array.dtype.kind not in "iubf":
+        return None
+    floating = array.dtype.kind == "f"
+    if array.ndim == 0:
+        return helper.make_attribute(name, array.item(), attr_type=AttributeProto.FLOAT
+                                     if floating else AttributeProto.INT)
+    # An empty list has no type to infer: give it the one its tensor has.
+    return helper.make_attribute(name, array.tolist(), attr_type=AttributeProto.FLOATS
+                                 if floating else AttributeProto.INTS)
 
 
 def body_problems(function: onnx.FunctionProto, model_opsets: dict) -> dict:

@@ -11,7 +11,7 @@ op, opset, input types, attributes) with the same libraries registered
 (customops.probe), and reads ORT's own messages.  onnx.defs only supplies
 what the ONNX standard says, such as the opset an op first appeared in.
 Exit status: 0 no error (warnings allowed), 1 errors, 2 the model cannot be
-read.  Needs onnx and onnxruntime only, never torch.
+read, 3 the doctor itself failed (one line on stderr, never a traceback).  Needs onnx and onnxruntime only, never torch.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class Diagnosis:
 
     def __str__(self) -> str:
         counts = {s: sum(f.severity == s for f in self.findings) for s in ("error", "warning")}
-        libraries = ", ".join(os.path.basename(p) for p in self.libraries) or "none"
+        libraries = ", ".join(shown(os.path.basename(p)) for p in self.libraries) or "none"
         head = (f"{self.model}: onnxruntime {self.onnxruntime} "
                 f"(reads IR <= {self.max_ir_version}), libraries: {libraries}")
         body = [line for f in self.findings for line in f.lines()]
@@ -69,28 +69,42 @@ class Diagnosis:
         return json.dumps(asdict(self) | {"exit_status": self.exit_status}, indent=2)
 
 
+def _utf8(path) -> bool:
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def shown(path) -> str:
+    """A path as text that prints anywhere: bytes that are not UTF-8 appear
+    as \\xNN escapes (the surrogates Python decodes them to cannot be printed)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def read_model(model) -> tuple[onnx.ModelProto, str]:
     """The ModelProto and a name for it; ModelReadError with one line if unreadable."""
     if isinstance(model, onnx.ModelProto):
         return model, model.graph.name or "model"
+    name = "model" if isinstance(model, bytes) else shown(model)
     try:
         if isinstance(model, bytes):
-            proto, name = onnx.load_from_string(model), "model"
+            proto = onnx.load_from_string(model)
         else:
-            name = os.fspath(model)
-            proto = onnx.load(name)  # also reads external data, checking it is there
+            proto = onnx.load(os.fspath(model))  # also reads external data, checking it is there
     except FileNotFoundError:
-        raise ModelReadError(f"{model}: no such file") from None
+        raise ModelReadError(f"{name}: no such file") from None
     except IsADirectoryError:
-        raise ModelReadError(f"{model}: is a directory, not an ONNX file") from None
+        raise ModelReadError(f"{name}: is a directory, not an ONNX file") from None
     except onnx.checker.ValidationError as error:  # external data missing or outside the folder
-        raise ModelReadError(f"{model}: external data: {str(error).splitlines()[0]}") from None
+        raise ModelReadError(f"{name}: external data: {str(error).splitlines()[0]}") from None
     except Exception as error:  # noqa: BLE001  protobuf's DecodeError and friends
-        raise ModelReadError(f"{model}: not a readable ONNX model (truncated or corrupt?): "
+        raise ModelReadError(f"{name}: not a readable ONNX model (truncated or corrupt?): "
                              f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
                              ) from None
     if not proto.opset_import and not proto.graph.node and not proto.ir_version:
-        raise ModelReadError(f"{model}: not an ONNX model (no IR version, opsets or nodes)")
+        raise ModelReadError(f"{name}: not an ONNX model (no IR version, opsets or nodes)")
     return proto, name
 
 
@@ -221,8 +235,11 @@ def _check_libraries(paths, rt: probe.Runtime) -> tuple[list[str], list[Finding]
         together = " together with the ones before it" if accepted and \
             rt.library_problem(path) is None else ""
         findings.append(Finding(
-            "error", "library", f"library {path} cannot be registered{together}", ort=problem,
+            "error", "library", f"library {shown(path)} cannot be registered{together}",
+            ort=problem,
             fix=("register only one library per custom domain" if together else
+                 "onnxruntime's Python binding takes only UTF-8 paths: rename the file or "
+                 "link it under a UTF-8 name" if not _utf8(path) else
                  "check the path, and that the library was built for this onnxruntime")))
     return accepted, findings
 
@@ -241,8 +258,11 @@ def diagnose(model, libraries=()) -> Diagnosis:
     if not refused & {domain_name(d) for d in probe.STANDARD_DOMAINS}:
         findings += nodes.run()
     # The whole graph, as the deployment will load it: from the file (ORT reads any
-    # external data itself), or a copy at an IR version this runtime reads.
-    whole = model if isinstance(model, (str, os.PathLike)) else proto
+    # external data itself), or a copy at an IR version this runtime reads.  ORT's
+    # Python binding takes only paths that are valid UTF-8 (onnxruntime 1.31.1
+    # raises a TypeError for others); such a model is loaded from the bytes read
+    # above, its external data included.
+    whole = model if isinstance(model, (str, os.PathLike)) and _utf8(model) else proto
     if proto.ir_version > rt.max_ir_version:
         whole = onnx.ModelProto()
         whole.CopyFrom(proto)
@@ -275,6 +295,11 @@ def main(argv=None) -> int:
     except ModelReadError as error:
         print(f"customops.doctor: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001  a bug here: still one line, never a traceback
+        print(f"customops.doctor: internal error on {shown(args.model)} "
+              f"({type(error).__name__}: {error}); please report it with the model",
+              file=sys.stderr)
+        return 3
     print(diagnosis.to_json() if args.json else diagnosis)
     return diagnosis.exit_status
 
