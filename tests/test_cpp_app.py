@@ -310,6 +310,42 @@ def test_kernel_errors_are_reported_not_crashed(app, tmp_path):
         assert_one_line_error(done, "run failed", "knn_query", "offset")
 
 
+def test_colliding_output_file_names_are_numbered(app, tmp_path):
+    """Outputs named a/b, a_b, a:b and a_b-2 would all be written as a_b.npy
+    (or overwrite a_b-2.npy): each gets its own file, and the program prints
+    which, so nothing is silently overwritten."""
+    x = np.arange(4, dtype=np.float32)
+    outputs = {"a/b": 1, "a_b": 2, "a:b": 3, "a_b-2": 4}
+    constants = [helper.make_node("Constant", [], [f"c{i}"], value=helper.make_tensor(
+        f"c{i}", onnx.TensorProto.FLOAT, [], [float(v)])) for i, v in enumerate(outputs.values())]
+    nodes = [*constants, *(helper.make_node("Mul", ["x", f"c{i}"], [name])
+                           for i, name in enumerate(outputs))]
+    graph = helper.make_graph(
+        nodes, "collide", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [4]) for name in outputs])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)],
+                                ir_version=IR_VERSION), tmp_path / "collide.onnx")
+    done = run_app(app, tmp_path / "collide.onnx", *save_inputs(tmp_path, {"x": x}),
+                   "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "a/b: float32 (4,) -> a_b.npy", "a_b: float32 (4,) -> a_b-3.npy",
+        "a:b: float32 (4,) -> a_b-4.npy", "a_b-2: float32 (4,)"]
+    files = {"a_b": 1, "a_b-3": 2, "a_b-4": 3, "a_b-2": 4}
+    assert sorted(p.stem for p in (tmp_path / "out").iterdir()) == sorted(files)
+    for stem, factor in files.items():
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / f"{stem}.npy"), factor * x)
+
+
+def test_directory_given_as_npy_is_named(app, my_add_files):
+    folder, model = my_add_files
+    (folder / "dir.npy").mkdir()
+    done = run_app(app, "--builtin", model, f"a={folder / 'a.npy'}", f"b={folder / 'dir.npy'}",
+                   "--out", folder / "out")
+    assert_one_line_error(done, f"{folder / 'dir.npy'}: is a directory, not a .npy file")
+    assert done.stderr.startswith(f"run_model: error: {folder / 'dir.npy'}: ")
+
+
 EMPTY_NAMES = empty_name_cases(OPS.values())
 
 
