@@ -440,7 +440,7 @@ def test_internal_error_is_one_line(tmp_path, capsys, monkeypatch):
     def broken(*args):
         raise ValueError("something unforeseen")
 
-    monkeypatch.setattr(doctor, "diagnose", broken)
+    monkeypatch.setattr(doctor.cli, "diagnose", broken)
     status, out, err = run_cli([tmp_path / "any.onnx"], capsys)
     assert (status, out) == (3, "")
     assert err == (f"customops.doctor: internal error on {tmp_path / 'any.onnx'} (ValueError: "

@@ -5,7 +5,7 @@
 // a uniform grid degrades into a few overfull cells.  Sorting each cloud
 // along a Morton curve (a radix sort, O(n)) and cutting that order at Morton
 // cell boundaries into a tree of bounding boxes gives both: building is a few
-// linear passes, and the boxes follow the points' density (knn_tree.h).
+// linear passes, and the boxes follow the points' density (knn/tree.h).
 // Queries are visited in the same Morton order, so consecutive queries touch
 // the same tree nodes, and each search starts from the previous one's k-th
 // distance.  Measured at k = 16 on one thread (bench/run.py, 4,096 to
@@ -19,9 +19,9 @@
 #include <limits>
 #include <vector>
 
-#include "knn_morton.h"
-#include "knn_nearest.h"
-#include "knn_tree.h"
+#include "knn/morton.h"
+#include "knn/nearest.h"
+#include "knn/tree.h"
 
 namespace customops {
 namespace {

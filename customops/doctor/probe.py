@@ -22,7 +22,7 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
-from customops.ort import library_path
+from ..ort import library_path
 
 # Domains whose ops ORT runs without any custom-op library.
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
@@ -90,6 +90,22 @@ def shown_path(path: str) -> str:
         return os.path.relpath(path)
     except ValueError:  # another drive (Windows)
         return path
+
+
+def takes_path(path) -> bool:
+    """Whether onnxruntime's Python binding can take ``path``: only valid
+    UTF-8 (onnxruntime 1.31.1 raises a TypeError for other bytes)."""
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def printable(path) -> str:
+    """A path as text that prints anywhere: bytes that are not UTF-8 appear
+    as \\xNN escapes (the surrogates Python decodes them to cannot be printed)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def known_libraries() -> list[Library]:
