@@ -19,7 +19,7 @@
 #include <memory>
 #include <vector>
 
-#include "gemm.h"
+#include "cpu/gemm.h"
 
 namespace customops {
 namespace {
