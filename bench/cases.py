@@ -506,7 +506,7 @@ def training_group():
     memory = {n: backward_memory(n) for n in (1, 8)}
     scratch = {n: (peak - before - grads) / mib for n, (before, peak, grads) in memory.items()}
     before8, peak8, _ = memory[8]
-    one_image = 2 * 64 * 64 * 64 * 9 * 4 / mib  # G and the columns of one 64x64 image
+    one_image = 2 * 64 * 64 * 64 * 9 * 4 / mib  # G and the columns of a whole 64x64 image
     return Group(
         "training", "deform_conv2d training step (forward + backward), N=1, C=O=64, 3x3, "
         "padding 1, mask and bias, float32",
@@ -521,8 +521,9 @@ def training_group():
                f"Memory of one backward at 8x64x64^2 (fresh process): peak RSS "
                f"{peak8 / mib:.0f} MiB, {(peak8 - before8) / mib:.0f} MiB over the inputs; "
                f"scratch beyond the returned gradients {scratch[8]:.0f} MiB at batch 8 and "
-               f"{scratch[1]:.0f} MiB at batch 1 (one image's column gradient and columns: "
-               f"{one_image:.0f} MiB).  The column buffers hold one image, not the batch."],
+               f"{scratch[1]:.0f} MiB at batch 1, less than one whole image's column gradient "
+               f"and columns ({one_image:.0f} MiB): the buffers hold one band of pixels of "
+               f"one image, whatever the batch."],
     )
 
 

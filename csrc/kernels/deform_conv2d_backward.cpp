@@ -11,17 +11,18 @@
 //        gradient (the derivative of the bilinear weights) and the mask
 //        gradient (the bilinear value) of the pixel follow;
 //      the sample's corners and weights are kept for phase B.
-//   B. per block of input channels: the input gradient, G scattered onto
-//      the four corners of each sample (channels last, in a fixed order).
+//   B. per block of input channels and part of the output pixels: the
+//      input gradient, G scattered onto the four corners of each sample
+//      (channels last, in a fixed order), one buffer per part; the parts
+//      are then summed in order.  Their number is fixed (kScatterParts), so
+//      the sums do not depend on the thread count.
 //   C. per panel of the weight gradient: grad_W += grad_output * columns,
 //      summed over pixels in a fixed order and over images in order; and
 //      the bias gradient.
 //
-// B and C run as one parallel loop.  Large images go through the phases in
-// bands of pixels, so the buffers (G, the columns, the corners) hold at
-// most one band of one image: memory does not grow with the batch, and
-// stays within what the allocator reuses from call to call instead of
-// mapping (and zeroing) fresh pages.  Conventions
+// B and C run as one parallel loop.  The image goes through the phases in
+// bands of pixels, so the buffers (G, the columns, the corners) hold one
+// band of one image: memory does not grow with the batch.  Conventions
 // follow torchvision's CPU backward, so that the gradients match it: a
 // sample on the top or left border line (y or x == -1) takes the cell
 // into the image for its offset gradient (see Edge in
@@ -41,14 +42,19 @@ namespace {
 
 using namespace deform_detail;
 
-// Input channels per task of phase B.
-constexpr int64_t kChannelBlock = 16;
+// Input channels per task of phase B (a run of whole vectors per corner).
+constexpr int64_t kChannelBlock = 64;
+// Parts of the output pixels that phase B scatters into separate buffers.
+constexpr int64_t kScatterParts = 2;
 // Bytes of one B panel chunk in phase C: a chunk of pixels stays in L1/L2
 // while the MR-row blocks of grad_output stream past it.
 constexpr int64_t kPanelChunkBytes = 64 * 1024;
-// Bytes of G per band of pixels (the columns take as much again).  glibc
-// reuses freed blocks up to 32 MiB; larger ones are mapped anew per call.
-constexpr int64_t kBandBytes = 16 << 20;
+// Bytes of G per band of pixels (the columns take as much again).  Small
+// bands keep G and the columns near the caches and the scratch small: one
+// band at 16 MiB (64x64 at C = 64 in one band) made the backward 1.7x
+// slower, much of it in page faults of freshly mapped scratch (1 MiB
+// measured best of 1, 2 and 16 MiB).
+constexpr int64_t kBandBytes = 1 << 20;
 
 // What the phases of one image share: read-only, except the disjoint parts
 // each task writes.
@@ -66,7 +72,7 @@ struct Backward {
   const std::vector<int64_t>& bc_tasks;  // phase B task b as b, phase C task c as ~c
   // The current band (pixels [first, first + pixels) of the image) and image:
   int64_t first, pixels;
-  bool first_band, last_band;
+  bool first_band;
   const T* image;      // channels last (H*W + 1, C), the last pixel zeros
   const T* grad_out;   // (O, plane)
   const T* offset;
@@ -79,7 +85,7 @@ struct Backward {
   T* columns;          // per group: panels of nr columns over k, band rows each
   uint32_t* corner_pixel;  // [sampled][4][band]
   T* corner_weight;        // [sampled][4][band]
-  T* grad_image;           // the image's, channels last (H*W + 1, C)
+  T* grad_image;  // per part: the image's input gradient, channels last (H*W + 1, C)
   // Summed over the images:
   T* grad_weight;  // (O, k), column kk = tap * C/groups + c
   T* grad_bias;    // (O)
@@ -235,34 +241,52 @@ __attribute__((always_inline)) inline void run_tiles(const Backward<T>& b, int64
 }
 
 // Phase B: the input gradient of one block of channels (one offset group,
-// one weight group), tap by tap, pixel by pixel.
+// one weight group) from one part of the band's pixels, tap by tap, pixel
+// by pixel, into that part's buffer.
 template <typename T, Isa I>
-__attribute__((always_inline)) inline void scatter_block(const Backward<T>& b, int64_t block) {
+__attribute__((always_inline)) inline void scatter_block(const Backward<T>& b, int64_t task) {
   constexpr int W = GemmShape<T, I>::W;
   const DeformConv2dParams& p = b.p;
-  const auto [c0, c1] = b.blocks[block];
+  const int64_t part = task % kScatterParts;
+  const auto [c0, c1] = b.blocks[task / kScatterParts];
   const int64_t n = c1 - c0, channels = p.in_channels, image_plane = p.height * p.width;
   const int64_t og = c0 / b.og_channels, g = c0 / b.group_channels;
+  T* image = b.grad_image + part * (image_plane + 1) * channels;
   if (b.first_band)
-    for (int64_t q = 0; q < image_plane; ++q)
-      std::fill_n(b.grad_image + q * channels + c0, n, T{0});
+    for (int64_t q = 0; q <= image_plane; ++q) std::fill_n(image + q * channels + c0, n, T{0});
+  const int64_t t0 = b.pixels * part / kScatterParts, t1 = b.pixels * (part + 1) / kScatterParts;
   for (int64_t tap = 0; tap < b.taps; ++tap) {
     const int64_t ch = og * b.taps + tap;
-    const T* grad = b.grad_columns + g * b.k + tap * b.group_channels + c0 -
+    const T* grad = b.grad_columns + t0 * b.row_size + g * b.k + tap * b.group_channels + c0 -
                     g * b.group_channels;
-    for (int64_t t = 0; t < b.pixels; ++t, grad += b.row_size)
+    for (int64_t t = t0; t < t1; ++t, grad += b.row_size)
       for (int q = 0; q < 4; ++q) {
         const int64_t at = (ch * 4 + q) * b.band + t;
         const T w = b.corner_weight[at];
         // Corners outside (weight 0, the zero pixel) are skipped, as in
         // torchvision's col2im.
-        if (w != 0) axpy<T, W>(w, grad, n, b.grad_image + int64_t{b.corner_pixel[at]} * channels + c0);
+        if (w != 0) axpy<T, W>(w, grad, n, image + int64_t{b.corner_pixel[at]} * channels + c0);
       }
   }
-  if (!b.last_band) return;
-  for (int64_t c = c0; c < c1; ++c) {
-    T* dst = b.grad_input + c * image_plane;
-    for (int64_t q = 0; q < image_plane; ++q) dst[q] = b.grad_image[q * channels + c];
+}
+
+// After the last band: grad_input (C, H*W) of one channel block, the parts
+// summed in order.
+template <typename T>
+void sum_parts(const Backward<T>& b, int64_t block) {
+  const auto [c0, c1] = b.blocks[block];
+  const int64_t channels = b.p.in_channels, image_plane = b.p.height * b.p.width;
+  const int64_t part_size = (image_plane + 1) * channels;
+  constexpr int64_t kPixels = 64;  // per step: the block's rows stay in L1
+  for (int64_t q0 = 0; q0 < image_plane; q0 += kPixels) {
+    const int64_t q1 = std::min(image_plane, q0 + kPixels);
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t q = q0; q < q1; ++q) {
+        T sum = b.grad_image[q * channels + c];
+        for (int64_t part = 1; part < kScatterParts; ++part)
+          sum += b.grad_image[part * part_size + q * channels + c];
+        b.grad_input[c * image_plane + q] = sum;
+      }
   }
 }
 
@@ -419,7 +443,8 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   const int64_t panels = ceil_div(k, S::NR);
   const int64_t column_group = gemm_packed_size(k, band, S::NR);
   const auto blocks = channel_blocks(p);
-  const auto bc_tasks = interleaved(static_cast<int64_t>(blocks.size()), p.groups * panels);
+  const int64_t block_count = static_cast<int64_t>(blocks.size());
+  const auto bc_tasks = interleaved(block_count * kScatterParts, p.groups * panels);
 
   // Left uninitialized where every value read is written first.
   const std::unique_ptr<T[]> image(new T[(image_plane + 1) * p.in_channels]);
@@ -433,13 +458,13 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
                   band * S::NR, T{0});
   const std::unique_ptr<uint32_t[]> corner_pixel(new uint32_t[sampled * 4 * band]);
   const std::unique_ptr<T[]> corner_weight(new T[sampled * 4 * band]);
-  const std::unique_ptr<T[]> grad_image(new T[(image_plane + 1) * p.in_channels]);
+  const std::unique_ptr<T[]> grad_image(new T[kScatterParts * (image_plane + 1) * p.in_channels]);
   std::vector<T> weight_sum(p.out_channels * k, T{0}), bias_sum(p.out_channels, T{0});
 
   Backward<T> b{p, taps, group_channels, group_out, k, row_size, plane, sampled,
                 p.in_channels / p.offset_groups, S::NR, tile, band,
                 packed_weight.data(), packed_group, panels, column_group, blocks, bc_tasks,
-                0, 0, false, false, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                0, 0, false, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                 nullptr, grad_columns.get(), columns.get(), corner_pixel.get(), corner_weight.get(),
                 grad_image.get(), weight_sum.data(), bias_sum.data()};
   const int64_t offset_size = 2 * sampled * plane;
@@ -455,12 +480,15 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
     b.grad_input = grad_input + n * p.in_channels * image_plane;
     for (b.first = 0; b.first < plane; b.first += band) {
       b.pixels = std::min(band, plane - b.first);
-      b.first_band = b.first == 0, b.last_band = b.first + band >= plane;
+      b.first_band = b.first == 0;
       parallel_for(ceil_div(b.pixels, tile), 1,
                    [&](int64_t begin, int64_t end) { phases.tiles(b, begin, end); });
       parallel_for(static_cast<int64_t>(bc_tasks.size()), 1,
                    [&](int64_t begin, int64_t end) { phases.tasks(b, begin, end); });
     }
+    parallel_for(block_count, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t block = begin; block < end; ++block) sum_parts(b, block);
+    });
   }
   for (int64_t o = 0; o < p.out_channels; ++o) {
     for (int64_t kk = 0; kk < k; ++kk)
