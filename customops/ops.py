@@ -310,6 +310,14 @@ def deform_conv2d(input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0
     taps = 2 * weight.shape[2] * weight.shape[3]
     groups = input.shape[1] // weight.shape[1] if weight.shape[1] else 1
     offset_groups = offset.shape[1] // taps if taps else 1
+    # Said in this API's terms (offset_groups is not one of its arguments);
+    # other ranks, and sizes that are traced or symbolic, are left to the op.
+    channels = offset.shape[1] if offset.dim() == 4 else None
+    if type(channels) is int and type(taps) is int and 0 < taps and channels < taps:
+        raise RuntimeError(
+            f"deform_conv2d: offset must have 2*offset_groups*kh*kw channels, a positive "
+            f"multiple of 2*kh*kw = {taps} for the {weight.shape[2]}x{weight.shape[3]} kernel, "
+            f"got offset of shape {_shape(offset)}")
     return torch.ops.customops.deform_conv2d(
         input, weight, offset, mask, bias, pair(stride), pair(padding), pair(dilation),
         groups, offset_groups,
