@@ -395,6 +395,138 @@ def deform_group(threads):
     )
 
 
+# --- training step: deform_conv2d forward + backward ------------------------------------
+
+
+_GRAD_NAMES = ("x", "offset", "weight", "bias", "mask")
+
+
+def training_inputs(size):
+    def make():
+        inputs = deform_inputs(size, True)(0)
+        grad = _rng(size, 1, 1).standard_normal((1, 64, size, size), dtype=np.float32)
+        return {**inputs, "grad": grad}
+
+    return _fixed(make)
+
+
+def training_step(deform_conv2d):
+    """One forward + backward with mask and bias; the result is the five
+    gradients (x, offset, weight, bias, mask)."""
+
+    def call(inputs):
+        t = {k: torch.from_numpy(inputs[k]).requires_grad_() for k in _GRAD_NAMES}
+        y = deform_conv2d(t["x"], t["offset"], t["weight"], t["bias"], padding=(1, 1),
+                          mask=t["mask"])
+        y.backward(torch.from_numpy(inputs["grad"]))
+        return [t[k].grad for k in _GRAD_NAMES]
+
+    return call
+
+
+def conv2d_step(inputs):
+    """PyTorch's conv2d of the same shapes, forward + backward: three GEMMs of
+    the deformable layer's size, the limit it can approach."""
+    t = {k: torch.from_numpy(inputs[k]).requires_grad_() for k in ("x", "weight", "bias")}
+    y = torch.nn.functional.conv2d(t["x"], t["weight"], t["bias"], padding=1)
+    y.backward(torch.from_numpy(inputs["grad"]))
+    return [t[k].grad for k in ("x", "weight", "bias")]
+
+
+def gradients_close(rtol):
+    """Each gradient within rtol of the reference's largest value."""
+
+    def check(out, reference):
+        for name, a, b in zip(_GRAD_NAMES, out, reference):
+            scale = np.abs(b).max()
+            if a.shape != b.shape or np.abs(a - b).max() > rtol * scale:
+                return f"grad of {name}: max |diff| {np.abs(a - b).max():.3g}, scale {scale:.3g}"
+        return None
+
+    return check
+
+
+def training_label(size):
+    return f"H=W={size}, mask"
+
+
+def training_case(size):
+    as_numpy = lambda grads: [g.numpy() for g in grads]  # noqa: E731
+    return Case(
+        "training", training_label(size), training_inputs(size),
+        [
+            Contender("ours", lambda: training_step(customops.ops.deform_conv2d),
+                      result=as_numpy),
+            Contender("torchvision", lambda: training_step(torchvision.ops.deform_conv2d),
+                      result=as_numpy),
+            Contender("conv2d", lambda: conv2d_step, checked=False, result=as_numpy),
+        ],
+        reference="torchvision", check=gradients_close(1e-4),
+        params={"N": 1, "C": 64, "O": 64, "kernel": 3, "padding": 1, "H": size, "W": size,
+                "mask": True, "bias": True},
+    )
+
+
+TRAINING_SIZES = (64, 128)
+
+# One backward in a fresh process: its peak resident memory (VmHWM, reset
+# just before the call through /proc/self/clear_refs) over the resident
+# memory before it, minus the gradients it returns, is its scratch.
+_RSS_SCRIPT = """
+import re, sys
+import torch
+import customops.ops
+n, size = int(sys.argv[1]), 64
+g = torch.Generator().manual_seed(0)
+x, grad = torch.randn(n, 64, size, size, generator=g), torch.randn(n, 64, size, size, generator=g)
+weight = torch.randn(64, 64, 3, 3, generator=g) * 0.05
+offset, mask = torch.randn(n, 18, size, size, generator=g) * 2, torch.rand(n, 9, size, size, generator=g)
+status = lambda key: int(re.search(key + r":\\s+(\\d+) kB", open("/proc/self/status").read())[1]) * 1024
+open("/proc/self/clear_refs", "w").write("5")
+before = status("VmRSS")
+grads = torch.ops.customops.deform_conv2d_backward(grad, x, weight, offset, mask, [1, 1], [1, 1],
+                                                   [1, 1], 1, 1)
+print(before, status("VmHWM"), sum(t.numel() * t.element_size() for t in grads))
+"""
+
+
+def backward_memory(batch):
+    """(RSS before, peak RSS, bytes of the gradients) of one backward at
+    batch x 64 x 64^2, 3x3, with mask, in a fresh process."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(batch)], check=True,
+                         capture_output=True, text=True).stdout
+    return [int(v) for v in out.split()]
+
+
+def training_group():
+    mib = 1 << 20
+    memory = {n: backward_memory(n) for n in (1, 8)}
+    scratch = {n: (peak - before - grads) / mib for n, (before, peak, grads) in memory.items()}
+    before8, peak8, _ = memory[8]
+    one_image = 2 * 64 * 64 * 64 * 9 * 4 / mib  # G and the columns of a whole 64x64 image
+    return Group(
+        "training", "deform_conv2d training step (forward + backward), N=1, C=O=64, 3x3, "
+        "padding 1, mask and bias, float32",
+        "gradients within 1e-4 of torchvision's largest value", [training_case(s) for s in
+                                                                 TRAINING_SIZES],
+        [Ratio("ours", "conv2d"), Ratio("ours", "torchvision")],
+        notes=["Each contender runs one forward and one backward of the whole layer on the "
+               "same inputs and gradient; conv2d is PyTorch's plain convolution of the same "
+               "shapes (no offsets, no mask), forward + backward: three GEMMs of the "
+               "deformable layer's size, the limit a deformable layer can approach.  Its "
+               "gradients differ by design and are not checked.",
+               f"Memory of one backward at 8x64x64^2 (fresh process): peak RSS "
+               f"{peak8 / mib:.0f} MiB, {(peak8 - before8) / mib:.0f} MiB over the inputs; "
+               f"scratch beyond the returned gradients {scratch[8]:.0f} MiB at batch 8 and "
+               f"{scratch[1]:.0f} MiB at batch 1, less than one whole image's column gradient "
+               f"and columns ({one_image:.0f} MiB): the buffers hold one band of pixels of "
+               f"one image, whatever the batch."],
+    )
+
+
 # --- my_add --------------------------------------------------------------------
 
 
@@ -528,12 +660,13 @@ def overhead_group(threads):
 # --- everything ----------------------------------------------------------------------
 
 
-GROUPS = ("knn", "deform_conv2d", "my_add", "threads", "overhead")
+GROUPS = ("knn", "deform_conv2d", "training", "my_add", "threads", "overhead")
 
 
 def groups(names, threads, cdist_limit):
     make = {"knn": lambda: knn_group(threads, cdist_limit),
             "deform_conv2d": lambda: deform_group(threads),
+            "training": training_group,
             "my_add": lambda: my_add_group(threads),
             "threads": threads_group,
             "overhead": lambda: overhead_group(threads)}
@@ -554,6 +687,12 @@ def targets():
                  f"{'mask' if mask else 'no mask'}",
                  f"deform_conv2d/{deform_label(size, mask)}", "ours (ORT) / ORT Conv", limit)
           for size, limit in ((128, 1.3), (64, 1.5)) for mask in (False, True)],
+        *[Target(f"deform_conv2d training step <= 2x conv2d forward + backward at N=1, "
+                 f"C=O=64, {size}x{size}, mask", f"training/{training_label(size)}",
+                 "ours / conv2d", 2.0) for size in TRAINING_SIZES],
+        *[Target(f"deform_conv2d training step <= 0.05x torchvision at N=1, C=O=64, "
+                 f"{size}x{size}, mask", f"training/{training_label(size)}",
+                 "ours / torchvision", 0.05) for size in TRAINING_SIZES],
         *[Target(f"my_add <= {limit}x ORT Add at {label}", f"my_add/{label}",
                  "ours (ORT) / ORT Add", limit)
           for (_, label), limit in zip(MY_ADD_SIZES, (1.05, 1.15))],

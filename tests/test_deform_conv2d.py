@@ -311,3 +311,17 @@ def test_other_dtypes_export_and_run_in_ort(dynamo, dtype):
     onnx_model = verify(OffsetsGiven(dtype).eval(), args, dynamo=dynamo, rtol=tol, atol=tol)
     assert onnx_model.graph.output[0].type.tensor_type.elem_type == \
         {torch.float64: 11, torch.float16: 10}[dtype]
+
+
+def test_too_few_offset_channels_are_named_in_this_apis_terms():
+    """The torchvision-compatible API deduces offset_groups from the offset;
+    fewer than 2*kh*kw channels would make it 0, an argument this API does
+    not take, so the message speaks of the offset's channels instead."""
+    x, weight = torch.randn(1, 4, 6, 6), torch.randn(4, 4, 3, 3)
+    with pytest.raises(RuntimeError, match=r"^deform_conv2d: offset must have "
+                       r"2\*offset_groups\*kh\*kw channels, a positive multiple of 2\*kh\*kw = "
+                       r"18 for the 3x3 kernel, got offset of shape \[1, 17, 4, 4\]$"):
+        customops.deform_conv2d(x, torch.zeros(1, 17, 4, 4), weight)
+    with pytest.raises(RuntimeError, match=r"offset must have shape \(N, 2\*offset_groups\*kh\*kw"
+                       r", out_h, out_w\) = \[1, 18, 4, 4\], got \[1, 19, 4, 4\]"):
+        customops.deform_conv2d(x, torch.zeros(1, 19, 4, 4), weight)
