@@ -292,6 +292,55 @@ def _(input, weight, offset, mask, bias, stride, padding, dilation, groups, offs
     return input.new_empty(output_shape)
 
 
+@torch.library.register_fake("customops::deform_conv2d_backward")
+def _(grad_output, input, weight, offset, mask, stride, padding, dilation, groups, offset_groups):
+    """The gradients have the shapes of their inputs; grad_mask that of the
+    mask (N, offset_groups*kh*kw, out_h, out_w), given or not."""
+    output = torch.ops.customops.deform_conv2d(input, weight, offset, mask, None, stride,
+                                               padding, dilation, groups, offset_groups)
+    _check_tensor(grad_output, "deform_conv2d_backward", "grad_output", FLOAT_DTYPES)
+    _check_same_dtype(grad_output, "deform_conv2d_backward", "grad_output", "input", input.dtype)
+    for a, b in zip(grad_output.shape, output.shape):
+        torch._check(grad_output.dim() == 4 and a == b,
+                     lambda: "deform_conv2d_backward: grad_output must have the shape of the "
+                     f"output (N, out_channels, out_h, out_w) = {_shape(output)}, got "
+                     f"{_shape(grad_output)}")
+    n, _, out_h, out_w = output.shape
+    taps = weight.shape[2] * weight.shape[3]
+    return (input.new_empty(input.shape), weight.new_empty(weight.shape),
+            offset.new_empty(offset.shape), input.new_empty((n, offset_groups * taps, out_h, out_w)),
+            input.new_empty((weight.shape[0],)))
+
+
+def _deform_conv2d_setup_context(ctx, inputs, output):
+    input, weight, offset, mask, bias, *attrs = inputs
+    ctx.save_for_backward(input, weight, offset, mask)
+    ctx.attrs = attrs
+    ctx.has_bias = bias is not None
+
+
+def _deform_conv2d_backward(ctx, grad):
+    input, weight, offset, mask = ctx.saved_tensors
+    grads = torch.ops.customops.deform_conv2d_backward(grad, input, weight, offset, mask,
+                                                       *ctx.attrs)
+    grad_input, grad_weight, grad_offset, grad_mask, grad_bias = grads
+    return (grad_input, grad_weight, grad_offset, grad_mask if mask is not None else None,
+            grad_bias if ctx.has_bias else None, None, None, None, None, None)
+
+
+torch.library.register_autograd("customops::deform_conv2d", _deform_conv2d_backward,
+                                setup_context=_deform_conv2d_setup_context)
+
+
+def _no_double_backward(ctx, *grads):
+    raise RuntimeError(
+        "customops::deform_conv2d_backward has no gradient: the second derivative of "
+        "deform_conv2d (double backward, create_graph=True through it) is not implemented")
+
+
+torch.library.register_autograd("customops::deform_conv2d_backward", _no_double_backward)
+
+
 def deform_conv2d(input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0),
                   dilation=(1, 1), mask=None):
     """Drop-in for ``torchvision.ops.deform_conv2d`` (same Python signature),

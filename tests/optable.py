@@ -525,6 +525,7 @@ DEFORM_CONV2D = Op(
     refuse=lambda s: {"bias": _rows(s.inputs["bias"])},
     rtol=1e-4,
     atol=1e-4,
+    differentiable=True,
     base=Sample("base", DCN, DCN_ATTRS),
     torch_free_reference=False,
     bad=[

@@ -52,4 +52,26 @@ void deform_conv2d(const Half* input, const Half* weight, const Half* offset,
                    const DeformConv2dParams& p, Half* output,
                    const ParallelFor& parallel_for);
 
+// The gradients of deform_conv2d's output with respect to its inputs, given
+// grad_output (batch, out_channels, out_h, out_w), as torchvision computes
+// them: grad_input, grad_weight, grad_offset and grad_bias (out_channels)
+// have the shapes of their inputs; grad_mask that of the mask, with respect
+// to the mask given or, when mask is null, to a mask of ones; a null
+// grad_mask is not computed.  All are overwritten.  Deterministic: the same
+// bits for any thread count (no output is summed in an order that depends on
+// the threads).  Call deform_conv2d_check first.
+void deform_conv2d_backward(const float* grad_output, const float* input, const float* weight,
+                            const float* offset, const float* mask, const DeformConv2dParams& p,
+                            float* grad_input, float* grad_weight, float* grad_offset,
+                            float* grad_mask, float* grad_bias, const ParallelFor& parallel_for);
+void deform_conv2d_backward(const double* grad_output, const double* input,
+                            const double* weight, const double* offset, const double* mask,
+                            const DeformConv2dParams& p, double* grad_input,
+                            double* grad_weight, double* grad_offset, double* grad_mask,
+                            double* grad_bias, const ParallelFor& parallel_for);
+void deform_conv2d_backward(const Half* grad_output, const Half* input, const Half* weight,
+                            const Half* offset, const Half* mask, const DeformConv2dParams& p,
+                            Half* grad_input, Half* grad_weight, Half* grad_offset,
+                            Half* grad_mask, Half* grad_bias, const ParallelFor& parallel_for);
+
 }  // namespace customops

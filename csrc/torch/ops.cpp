@@ -199,6 +199,68 @@ at::Tensor deform_conv2d_op(const at::Tensor& input, const at::Tensor& weight,
   return out;
 }
 
+template <typename T>
+void run_deform_conv2d_backward(const at::Tensor& grad, const at::Tensor& input,
+                                const at::Tensor& weight, const at::Tensor& offset,
+                                const std::optional<at::Tensor>& mask,
+                                const DeformConv2dParams& p, at::Tensor& grad_input,
+                                at::Tensor& grad_weight, at::Tensor& grad_offset,
+                                at::Tensor& grad_mask, at::Tensor& grad_bias) {
+  deform_conv2d_backward(data_of<T>(grad), data_of<T>(input), data_of<T>(weight),
+                         data_of<T>(offset), mask ? data_of<T>(*mask) : nullptr, p,
+                         data_of<T>(grad_input), data_of<T>(grad_weight),
+                         data_of<T>(grad_offset), data_of<T>(grad_mask), data_of<T>(grad_bias),
+                         torch_parallel_for);
+}
+
+// The gradients of deform_conv2d with respect to input, weight, offset,
+// mask (to a mask of ones when none is given) and bias.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> deform_conv2d_backward_op(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
+    const at::Tensor& offset, const std::optional<at::Tensor>& mask, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, int64_t offset_groups) {
+  check_tensor(input, "deform_conv2d", "input", kFloatTypes);
+  const at::ScalarType dtype = input.scalar_type();
+  check_deform_tensor(weight, "weight", dtype);
+  check_deform_tensor(offset, "offset", dtype);
+  if (mask) check_deform_tensor(*mask, "mask", dtype);
+  const DeformConv2dParams p = checked([&] {
+    return deform_conv2d_check(shape_of(input), shape_of(weight), shape_of(offset),
+                               shape_of(mask), std::nullopt, Shape(stride.vec()),
+                               Shape(padding.vec()), Shape(dilation.vec()), groups,
+                               offset_groups);
+  });
+  check_tensor(grad, "deform_conv2d_backward", "grad_output", kFloatTypes);
+  check_same_dtype(grad, "deform_conv2d_backward", "grad_output", "input", dtype);
+  const Shape output{p.batch, p.out_channels, p.out_h, p.out_w};
+  TORCH_CHECK(shape_of(grad) == output, "deform_conv2d_backward: grad_output must have the "
+              "shape of the output (N, out_channels, out_h, out_w) = ", to_text(output),
+              ", got ", to_text(shape_of(grad)));
+  const at::Tensor dy = grad.contiguous(), x = input.contiguous(), w = weight.contiguous(),
+                   o = offset.contiguous();
+  const std::optional<at::Tensor> m =
+      mask ? std::optional<at::Tensor>(mask->contiguous()) : std::nullopt;
+  at::Tensor grad_input = at::empty_like(x), grad_weight = at::empty_like(w),
+             grad_offset = at::empty_like(o),
+             grad_mask = at::empty({p.batch, p.offset_groups * p.kernel_h * p.kernel_w, p.out_h,
+                                    p.out_w}, x.options()),
+             grad_bias = at::empty({p.out_channels}, x.options());
+  switch (dtype) {
+    case at::kDouble:
+      run_deform_conv2d_backward<double>(dy, x, w, o, m, p, grad_input, grad_weight,
+                                         grad_offset, grad_mask, grad_bias);
+      break;
+    case at::kHalf:
+      run_deform_conv2d_backward<Half>(dy, x, w, o, m, p, grad_input, grad_weight, grad_offset,
+                                       grad_mask, grad_bias);
+      break;
+    default:
+      run_deform_conv2d_backward<float>(dy, x, w, o, m, p, grad_input, grad_weight, grad_offset,
+                                        grad_mask, grad_bias);
+  }
+  return {grad_input, grad_weight, grad_offset, grad_mask, grad_bias};
+}
+
 }  // namespace
 
 // Schemas: one per op, named as in the ONNX contract where the seeds allow.
@@ -210,12 +272,18 @@ TORCH_LIBRARY(customops, m) {
   m.def(
       "deform_conv2d(Tensor input, Tensor weight, Tensor offset, Tensor? mask, Tensor? bias, "
       "int[2] stride, int[2] padding, int[2] dilation, int groups, int offset_groups) -> Tensor");
+  m.def(
+      "deform_conv2d_backward(Tensor grad_output, Tensor input, Tensor weight, Tensor offset, "
+      "Tensor? mask, int[2] stride, int[2] padding, int[2] dilation, int groups, "
+      "int offset_groups) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_offset, "
+      "Tensor grad_mask, Tensor grad_bias)");
 }
 
 TORCH_LIBRARY_IMPL(customops, CPU, m) {
   m.impl("my_add", &my_add_op);
   m.impl("knn_query", &knn_query_op);
   m.impl("deform_conv2d", &deform_conv2d_op);
+  m.impl("deform_conv2d_backward", &deform_conv2d_backward_op);
 }
 
 }  // namespace customops

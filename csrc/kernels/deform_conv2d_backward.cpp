@@ -1,0 +1,553 @@
+// The backward of deform_conv2d, image by image, in three parallel phases
+// that each own what they write, so no output is summed by racing threads
+// and the result does not depend on the thread count:
+//
+//   A. per tile of output pixels (as in the forward): the column gradient
+//      G = grad_output^T * W (one row of K = taps * C/groups values per
+//      pixel and group, a GEMM as in gemm.h), then the bilinear samples of
+//      every tap, which give in one pass over the channels
+//      - the im2col columns (mask folded in) for the weight gradient,
+//      - the four dot products sum_c G * corner_c, from which the offset
+//        gradient (the derivative of the bilinear weights) and the mask
+//        gradient (the bilinear value) of the pixel follow;
+//      the sample's corners and weights are kept for phase B.
+//   B. per block of input channels: the input gradient, G scattered onto
+//      the four corners of each sample (channels last, in a fixed order).
+//   C. per panel of the weight gradient: grad_W += grad_output * columns,
+//      summed over pixels in a fixed order and over images in order; and
+//      the bias gradient.
+//
+// B and C run as one parallel loop.  Large images go through the phases in
+// bands of pixels, so the buffers (G, the columns, the corners) hold at
+// most one band of one image: memory does not grow with the batch, and
+// stays within what the allocator reuses from call to call instead of
+// mapping (and zeroing) fresh pages.  Conventions
+// follow torchvision's CPU backward, so that the gradients match it: a
+// sample on the top or left border line (y or x == -1) takes the cell
+// into the image for its offset gradient (see Edge in
+// deform_conv2d_sampling.h), and samples outside, NaN or infinite offsets
+// have zero gradients.
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "deform_conv2d.h"
+#include "deform_conv2d_sampling.h"
+#include "gemm.h"
+
+namespace customops {
+namespace {
+
+using namespace deform_detail;
+
+// Input channels per task of phase B.
+constexpr int64_t kChannelBlock = 16;
+// Bytes of one B panel chunk in phase C: a chunk of pixels stays in L1/L2
+// while the MR-row blocks of grad_output stream past it.
+constexpr int64_t kPanelChunkBytes = 64 * 1024;
+// Bytes of G per band of pixels (the columns take as much again).  glibc
+// reuses freed blocks up to 32 MiB; larger ones are mapped anew per call.
+constexpr int64_t kBandBytes = 16 << 20;
+
+// What the phases of one image share: read-only, except the disjoint parts
+// each task writes.
+template <typename T>
+struct Backward {
+  const DeformConv2dParams& p;
+  int64_t taps, group_channels, group_out, k, row_size, plane, sampled, og_channels;
+  int64_t nr;             // panel width of both packed B's (GemmShape::NR)
+  int64_t tile, band;     // pixels per tile, per band (a multiple of tile)
+  const T* packed_weight;  // per group: W_g as B of G's GEMM (group_out x k, panels over k)
+  int64_t packed_group;
+  int64_t panels;          // panels of nr columns per group in the columns and grad_W
+  int64_t column_group;    // values per group in `columns`
+  const std::vector<std::pair<int64_t, int64_t>>& blocks;  // phase B: channel ranges
+  const std::vector<int64_t>& bc_tasks;  // phase B task b as b, phase C task c as ~c
+  // The current band (pixels [first, first + pixels) of the image) and image:
+  int64_t first, pixels;
+  bool first_band, last_band;
+  const T* image;      // channels last (H*W + 1, C), the last pixel zeros
+  const T* grad_out;   // (O, plane)
+  const T* offset;
+  const T* mask;       // null without mask
+  T* grad_offset;
+  T* grad_mask;        // may be null
+  T* grad_input;       // (C, H*W)
+  // One band's buffers (row t: the band's pixel t):
+  T* grad_columns;     // G: band rows of row_size
+  T* columns;          // per group: panels of nr columns over k, band rows each
+  uint32_t* corner_pixel;  // [sampled][4][band]
+  T* corner_weight;        // [sampled][4][band]
+  T* grad_image;           // the image's, channels last (H*W + 1, C)
+  // Summed over the images:
+  T* grad_weight;  // (O, k), column kk = tap * C/groups + c
+  T* grad_bias;    // (O)
+};
+
+// dst = sum of weight[q] * src[q] over n channels (the im2col values), and
+// acc[q] / tail[q] += grad . src[q] (vector lanes, then the scalar tail).
+template <typename T, int W>
+__attribute__((always_inline)) inline void blend_dot(const T* const (&src)[4],
+                                                     const T (&weight)[4], const T* grad,
+                                                     int64_t n, T* __restrict dst,
+                                                     Vec<T, W> (&acc)[4], T (&tail)[4]) {
+  int64_t c = 0;
+  for (; c + W <= n; c += W) {
+    Vec<T, W> v[4], g;
+    load<T, W>(g, grad + c);
+    for (int q = 0; q < 4; ++q) load<T, W>(v[q], src[q] + c);
+    store<T, W>(dst + c, weight[0] * v[0] + weight[1] * v[1] + weight[2] * v[2] +
+                             weight[3] * v[3]);
+    for (int q = 0; q < 4; ++q) acc[q] += g * v[q];
+  }
+  for (; c < n; ++c) {
+    dst[c] = weight[0] * src[0][c] + weight[1] * src[1][c] + weight[2] * src[2][c] +
+             weight[3] * src[3][c];
+    for (int q = 0; q < 4; ++q) tail[q] += grad[c] * src[q][c];
+  }
+}
+
+// dst[c] += w * src[c] for c < n.
+template <typename T, int W>
+__attribute__((always_inline)) inline void axpy(T w, const T* src, int64_t n,
+                                                T* __restrict dst) {
+  int64_t c = 0;
+  for (; c + W <= n; c += W) {
+    Vec<T, W> s, d;
+    load<T, W>(s, src + c), load<T, W>(d, dst + c);
+    store<T, W>(dst + c, d + w * s);
+  }
+  for (; c < n; ++c) dst[c] += w * src[c];
+}
+
+// Phase A scratch of one thread (see Scratch in deform_conv2d.cpp).
+template <typename T>
+struct TileScratch {
+  static constexpr int64_t kMaxLanes = 16;
+
+  explicit TileScratch(const Backward<T>& b)
+      : stride(round_up(b.tile, kMaxLanes)),
+        grad_rows(new T[b.tile * b.p.out_channels]),
+        position(2 * stride),
+        weight(4 * stride),
+        pixel(4 * stride),
+        fraction(2 * stride) {}
+  int64_t stride;
+  std::unique_ptr<T[]> grad_rows;  // the tile's grad_output, pixel-major (tile x O)
+  std::vector<T> position, weight;
+  std::vector<uint32_t> pixel;
+  std::vector<T> fraction;  // ly then lx of each pixel
+};
+
+template <typename T, Isa I>
+__attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_t task,
+                                                    TileScratch<T>& s) {
+  using S = GemmShape<T, I>;
+  constexpr int W = S::W;
+  static_assert(W <= TileScratch<T>::kMaxLanes, "sample_tap stores whole vectors");
+  const DeformConv2dParams& p = b.p;
+  const int64_t plane = b.plane, row0 = task * b.tile, first = b.first + row0;
+  const int64_t pixels = std::min(b.tile, b.pixels - row0);
+  const int64_t channels = p.in_channels, stride = s.stride;
+
+  // G rows of the tile: grad_output^T (pixels x O/groups) times W_g.
+  T* rows = s.grad_rows.get();
+  for (int64_t o = 0; o < p.out_channels; ++o) {
+    const T* src = b.grad_out + o * plane + first;
+    for (int64_t t = 0; t < pixels; ++t) rows[t * p.out_channels + o] = src[t];
+  }
+  T* grad_rows = b.grad_columns + row0 * b.row_size;
+  for (int64_t g = 0; g < p.groups; ++g)
+    gemm<T, I>(pixels, b.k, b.group_out, rows + g * b.group_out, p.out_channels,
+               b.packed_weight + g * b.packed_group, nullptr, grad_rows + g * b.k,
+               b.row_size, 1);
+
+  T* pos_y = s.position.data();
+  T* pos_x = pos_y + stride;
+  for (int64_t t = 0; t < pixels; ++t) {
+    pos_y[t] = static_cast<T>((first + t) / p.out_w * p.stride_h - p.pad_h);
+    pos_x[t] = static_cast<T>((first + t) % p.out_w * p.stride_w - p.pad_w);
+  }
+  for (int64_t ch = 0; ch < b.sampled; ++ch) {
+    const int64_t og = ch / b.taps, tap = ch % b.taps;
+    const T* mask = b.mask ? b.mask + ch * plane + first : nullptr;
+    sample_tap<T, W, Edge::kGradient>(
+        pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
+        static_cast<T>(tap % p.kernel_w * p.dilation_w), b.offset + 2 * ch * plane + first,
+        b.offset + (2 * ch + 1) * plane + first, mask, p.height, p.width, s.weight.data(),
+        s.pixel.data(), stride, s.fraction.data());
+    for (int q = 0; q < 4; ++q) {
+      std::copy_n(s.pixel.data() + q * stride, pixels,
+                  b.corner_pixel + (ch * 4 + q) * b.band + row0);
+      std::copy_n(s.weight.data() + q * stride, pixels,
+                  b.corner_weight + (ch * 4 + q) * b.band + row0);
+    }
+    const int64_t og_begin = og * b.og_channels, og_end = og_begin + b.og_channels;
+    for (int64_t t = 0; t < pixels; ++t) {
+      const uint32_t* corner = s.pixel.data() + t;
+      const T* wt = s.weight.data() + t;
+      const T weight[4] = {wt[0], wt[stride], wt[2 * stride], wt[3 * stride]};
+      Vec<T, W> acc[4] = {};
+      T tail[4] = {};
+      const T* grad_row = grad_rows + t * b.row_size;
+      // The offset group's channels, run by run of one weight group, each
+      // run cut where the packed columns start a new panel.
+      for (int64_t c = og_begin; c < og_end;) {
+        const int64_t g = c / b.group_channels;
+        const int64_t run_end = std::min(og_end, (g + 1) * b.group_channels);
+        for (int64_t kk = tap * b.group_channels + c - g * b.group_channels; c < run_end;) {
+          const int64_t j = kk % b.nr, n = std::min(run_end - c, b.nr - j);
+          const T* const src[4] = {b.image + int64_t{corner[0]} * channels + c,
+                                   b.image + int64_t{corner[stride]} * channels + c,
+                                   b.image + int64_t{corner[2 * stride]} * channels + c,
+                                   b.image + int64_t{corner[3 * stride]} * channels + c};
+          T* column = b.columns + g * b.column_group + (kk / b.nr) * b.band * b.nr +
+                      (row0 + t) * b.nr + j;
+          blend_dot<T, W>(src, weight, grad_row + g * b.k + kk, n, column, acc, tail);
+          c += n, kk += n;
+        }
+      }
+      T dot[4];
+      for (int q = 0; q < 4; ++q) {
+        dot[q] = tail[q];
+        for (int i = 0; i < W; ++i) dot[q] += acc[q][i];
+      }
+      const T ly = s.fraction[t], lx = s.fraction[stride + t], hy = 1 - ly, hx = 1 - lx;
+      const T m = mask ? mask[t] : T{1};
+      // d(sample)/dy and d(sample)/dx of the bilinear interpolation.
+      b.grad_offset[2 * ch * plane + first + t] =
+          m * (hx * (dot[2] - dot[0]) + lx * (dot[3] - dot[1]));
+      b.grad_offset[(2 * ch + 1) * plane + first + t] =
+          m * (hy * (dot[1] - dot[0]) + ly * (dot[3] - dot[2]));
+      if (b.grad_mask)
+        b.grad_mask[ch * plane + first + t] =
+            hy * hx * dot[0] + hy * lx * dot[1] + ly * hx * dot[2] + ly * lx * dot[3];
+    }
+  }
+}
+
+template <typename T, Isa I>
+__attribute__((always_inline)) inline void run_tiles(const Backward<T>& b, int64_t begin,
+                                                     int64_t end) {
+  TileScratch<T> scratch(b);
+  for (int64_t task = begin; task < end; ++task) run_tile<T, I>(b, task, scratch);
+}
+
+// Phase B: the input gradient of one block of channels (one offset group,
+// one weight group), tap by tap, pixel by pixel.
+template <typename T, Isa I>
+__attribute__((always_inline)) inline void scatter_block(const Backward<T>& b, int64_t block) {
+  constexpr int W = GemmShape<T, I>::W;
+  const DeformConv2dParams& p = b.p;
+  const auto [c0, c1] = b.blocks[block];
+  const int64_t n = c1 - c0, channels = p.in_channels, image_plane = p.height * p.width;
+  const int64_t og = c0 / b.og_channels, g = c0 / b.group_channels;
+  if (b.first_band)
+    for (int64_t q = 0; q < image_plane; ++q)
+      std::fill_n(b.grad_image + q * channels + c0, n, T{0});
+  for (int64_t tap = 0; tap < b.taps; ++tap) {
+    const int64_t ch = og * b.taps + tap;
+    const T* grad = b.grad_columns + g * b.k + tap * b.group_channels + c0 -
+                    g * b.group_channels;
+    for (int64_t t = 0; t < b.pixels; ++t, grad += b.row_size)
+      for (int q = 0; q < 4; ++q) {
+        const int64_t at = (ch * 4 + q) * b.band + t;
+        const T w = b.corner_weight[at];
+        // Corners outside (weight 0, the zero pixel) are skipped, as in
+        // torchvision's col2im.
+        if (w != 0) axpy<T, W>(w, grad, n, b.grad_image + int64_t{b.corner_pixel[at]} * channels + c0);
+      }
+  }
+  if (!b.last_band) return;
+  for (int64_t c = c0; c < c1; ++c) {
+    T* dst = b.grad_input + c * image_plane;
+    for (int64_t q = 0; q < image_plane; ++q) dst[q] = b.grad_image[q * channels + c];
+  }
+}
+
+// Phase C: one panel of nr columns of grad_W for one group, plus (with the
+// group's first panel) the group's bias gradient.
+template <typename T, Isa I>
+__attribute__((always_inline)) inline void weight_panel(const Backward<T>& b, int64_t task) {
+  using S = GemmShape<T, I>;
+  const int64_t g = task / b.panels, panel = task % b.panels;
+  const int64_t j0 = panel * S::NR, cols = std::min<int64_t>(S::NR, b.k - j0);
+  const T* packed = b.columns + g * b.column_group + panel * b.band * S::NR;
+  const T* grad = b.grad_out + g * b.group_out * b.plane + b.first;
+  const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / (S::NR * int64_t{sizeof(T)}));
+  for (int64_t p0 = 0; p0 < b.pixels; p0 += chunk) {
+    const int64_t kc = std::min(chunk, b.pixels - p0);
+    for (int64_t i0 = 0; i0 < b.group_out; i0 += S::MR) {
+      const int64_t rows = std::min<int64_t>(S::MR, b.group_out - i0);
+      T tile[S::MR * S::NR];
+      gemm_micro_kernel<T, S::MR, S::NV, S::W>(kc, grad + i0 * b.plane + p0, b.plane, rows,
+                                               packed + p0 * S::NR, nullptr, tile);
+      T* dst = b.grad_weight + (g * b.group_out + i0) * b.k + j0;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) dst[i * b.k + j] += tile[i * S::NR + j];
+    }
+  }
+  if (panel != 0) return;
+  for (int64_t o = 0; o < b.group_out; ++o) {
+    const T* row = grad + o * b.plane;
+    Vec<T, S::W> acc = {};
+    int64_t t = 0;
+    for (; t + S::W <= b.pixels; t += S::W) {
+      Vec<T, S::W> v;
+      load<T, S::W>(v, row + t);
+      acc += v;
+    }
+    T sum = 0;
+    for (int i = 0; i < S::W; ++i) sum += acc[i];
+    for (; t < b.pixels; ++t) sum += row[t];
+    b.grad_bias[g * b.group_out + o] += sum;
+  }
+}
+
+template <typename T, Isa I>
+__attribute__((always_inline)) inline void run_bc_tasks(const Backward<T>& b, int64_t begin,
+                                                        int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t task = b.bc_tasks[i];
+    if (task >= 0)
+      scatter_block<T, I>(b, task);
+    else
+      weight_panel<T, I>(b, ~task);
+  }
+}
+
+// The phases compiled once per instruction set.
+template <typename T>
+struct Phases {
+  void (*tiles)(const Backward<T>&, int64_t, int64_t);
+  void (*tasks)(const Backward<T>&, int64_t, int64_t);
+};
+
+template <typename T>
+void tiles_baseline(const Backward<T>& b, int64_t begin, int64_t end) {
+  run_tiles<T, Isa::kBaseline>(b, begin, end);
+}
+template <typename T>
+void tasks_baseline(const Backward<T>& b, int64_t begin, int64_t end) {
+  run_bc_tasks<T, Isa::kBaseline>(b, begin, end);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+template <typename T>
+__attribute__((target("avx2,fma"))) void tiles_avx2(const Backward<T>& b, int64_t begin,
+                                                    int64_t end) {
+  run_tiles<T, Isa::kAvx2>(b, begin, end);
+}
+template <typename T>
+__attribute__((target("avx2,fma"))) void tasks_avx2(const Backward<T>& b, int64_t begin,
+                                                    int64_t end) {
+  run_bc_tasks<T, Isa::kAvx2>(b, begin, end);
+}
+template <typename T>
+__attribute__((target("avx512f"))) void tiles_avx512(const Backward<T>& b, int64_t begin,
+                                                     int64_t end) {
+  run_tiles<T, Isa::kAvx512>(b, begin, end);
+}
+template <typename T>
+__attribute__((target("avx512f"))) void tasks_avx512(const Backward<T>& b, int64_t begin,
+                                                     int64_t end) {
+  run_bc_tasks<T, Isa::kAvx512>(b, begin, end);
+}
+#endif
+
+// Phase B's channel blocks: runs inside one offset group and one weight
+// group, at most kChannelBlock channels each.
+std::vector<std::pair<int64_t, int64_t>> channel_blocks(const DeformConv2dParams& p) {
+  const int64_t og_channels = p.in_channels / p.offset_groups;
+  const int64_t group_channels = p.in_channels / p.groups;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  for (int64_t c = 0; c < p.in_channels;) {
+    const int64_t end = std::min({c + kChannelBlock, (c / og_channels + 1) * og_channels,
+                                  (c / group_channels + 1) * group_channels});
+    blocks.emplace_back(c, end);
+    c = end;
+  }
+  return blocks;
+}
+
+// Phases B and C as one list, each kind spread evenly over it: parallel_for
+// may hand each thread one contiguous range of tasks.
+std::vector<int64_t> interleaved(int64_t blocks, int64_t panels) {
+  std::vector<int64_t> tasks;
+  for (int64_t i = 0, j = 0; i < blocks || j < panels;) {
+    // Take the kind that is further behind its share of the list.
+    if (j >= panels || (i < blocks && (2 * i + 1) * panels <= (2 * j + 1) * blocks))
+      tasks.push_back(i++);
+    else
+      tasks.push_back(~j++);
+  }
+  return tasks;
+}
+
+template <typename T, Isa I>
+void run(const T* grad_output, const T* input, const T* weight, const T* offset, const T* mask,
+         const DeformConv2dParams& p, T* grad_input, T* grad_weight, T* grad_offset,
+         T* grad_mask, T* grad_bias, const ParallelFor& parallel_for, Phases<T> phases) {
+  using S = GemmShape<T, I>;
+  const int64_t taps = p.kernel_h * p.kernel_w;
+  const int64_t group_channels = p.in_channels / p.groups;
+  const int64_t group_out = p.out_channels / p.groups;
+  const int64_t k = group_channels * taps, row_size = p.groups * k;
+  const int64_t plane = p.out_h * p.out_w, image_plane = p.height * p.width;
+  const int64_t sampled = p.offset_groups * taps;
+
+  // B of G's GEMM for group g: row o, column kk = tap * C/groups + c is
+  // weight[g * O/groups + o][c][tap]; zeros past k.
+  const int64_t packed_group = gemm_packed_size(k, group_out, S::NR);
+  std::vector<T> packed_weight(p.groups * packed_group);
+  T* packed = packed_weight.data();
+  for (int64_t g = 0; g < p.groups; ++g)
+    for (int64_t j0 = 0; j0 < k; j0 += S::NR)
+      for (int64_t o = 0; o < group_out; ++o)
+        for (int64_t j = j0; j < j0 + S::NR; ++j)
+          *packed++ = j < k ? weight[((g * group_out + o) * group_channels + j % group_channels) *
+                                         taps + j / group_channels]
+                            : T{0};
+
+  DeformConv2dParams one_image = p;
+  one_image.batch = 1;  // tiles and the channels-last copy: one image at a time
+  const int64_t row_bytes = row_size * int64_t{sizeof(T)};
+  const int64_t tile = tile_pixels(one_image, row_bytes, S::MR);
+  const int64_t band = std::min(round_up(plane, tile),
+                                std::max<int64_t>(1, kBandBytes / row_bytes / tile) * tile);
+  const int64_t panels = ceil_div(k, S::NR);
+  const int64_t column_group = gemm_packed_size(k, band, S::NR);
+  const auto blocks = channel_blocks(p);
+  const auto bc_tasks = interleaved(static_cast<int64_t>(blocks.size()), p.groups * panels);
+
+  // Left uninitialized where every value read is written first.
+  const std::unique_ptr<T[]> image(new T[(image_plane + 1) * p.in_channels]);
+  const std::unique_ptr<T[]> grad_columns(new T[band * row_size]);
+  const std::unique_ptr<T[]> columns(new T[p.groups * column_group]);
+  // The padding columns of each group's last panel are never written; the
+  // GEMM's results for them are discarded, but zeros keep them defined.
+  if (k % S::NR)
+    for (int64_t g = 0; g < p.groups; ++g)
+      std::fill_n(columns.get() + g * column_group + (panels - 1) * band * S::NR,
+                  band * S::NR, T{0});
+  const std::unique_ptr<uint32_t[]> corner_pixel(new uint32_t[sampled * 4 * band]);
+  const std::unique_ptr<T[]> corner_weight(new T[sampled * 4 * band]);
+  const std::unique_ptr<T[]> grad_image(new T[(image_plane + 1) * p.in_channels]);
+  std::vector<T> weight_sum(p.out_channels * k, T{0}), bias_sum(p.out_channels, T{0});
+
+  Backward<T> b{p, taps, group_channels, group_out, k, row_size, plane, sampled,
+                p.in_channels / p.offset_groups, S::NR, tile, band,
+                packed_weight.data(), packed_group, panels, column_group, blocks, bc_tasks,
+                0, 0, false, false, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                nullptr, grad_columns.get(), columns.get(), corner_pixel.get(), corner_weight.get(),
+                grad_image.get(), weight_sum.data(), bias_sum.data()};
+  const int64_t offset_size = 2 * sampled * plane;
+  for (int64_t n = 0; n < p.batch; ++n) {
+    to_channels_last(input + n * p.in_channels * image_plane, one_image, image.get(),
+                     parallel_for);
+    b.image = image.get();
+    b.grad_out = grad_output + n * p.out_channels * plane;
+    b.offset = offset + n * offset_size;
+    b.mask = mask ? mask + n * sampled * plane : nullptr;
+    b.grad_offset = grad_offset + n * offset_size;
+    b.grad_mask = grad_mask ? grad_mask + n * sampled * plane : nullptr;
+    b.grad_input = grad_input + n * p.in_channels * image_plane;
+    for (b.first = 0; b.first < plane; b.first += band) {
+      b.pixels = std::min(band, plane - b.first);
+      b.first_band = b.first == 0, b.last_band = b.first + band >= plane;
+      parallel_for(ceil_div(b.pixels, tile), 1,
+                   [&](int64_t begin, int64_t end) { phases.tiles(b, begin, end); });
+      parallel_for(static_cast<int64_t>(bc_tasks.size()), 1,
+                   [&](int64_t begin, int64_t end) { phases.tasks(b, begin, end); });
+    }
+  }
+  for (int64_t o = 0; o < p.out_channels; ++o) {
+    for (int64_t kk = 0; kk < k; ++kk)
+      grad_weight[(o * group_channels + kk % group_channels) * taps + kk / group_channels] =
+          weight_sum[o * k + kk];
+    grad_bias[o] = bias_sum[o];
+  }
+}
+
+template <typename T>
+void run_best(const T* grad_output, const T* input, const T* weight, const T* offset,
+              const T* mask, const DeformConv2dParams& p, T* grad_input, T* grad_weight,
+              T* grad_offset, T* grad_mask, T* grad_bias, const ParallelFor& parallel_for) {
+  if (p.batch == 0) {  // only the weight and bias gradients have values: zeros
+    std::fill_n(grad_weight, p.out_channels * p.in_channels / p.groups * p.kernel_h * p.kernel_w,
+                T{0});
+    std::fill_n(grad_bias, p.out_channels, T{0});
+    return;
+  }
+  switch (selected_isa()) {
+#if defined(__x86_64__) || defined(__i386__)
+    case Isa::kAvx512:
+      return run<T, Isa::kAvx512>(grad_output, input, weight, offset, mask, p, grad_input,
+                                  grad_weight, grad_offset, grad_mask, grad_bias, parallel_for,
+                                  {tiles_avx512<T>, tasks_avx512<T>});
+    case Isa::kAvx2:
+      return run<T, Isa::kAvx2>(grad_output, input, weight, offset, mask, p, grad_input,
+                                grad_weight, grad_offset, grad_mask, grad_bias, parallel_for,
+                                {tiles_avx2<T>, tasks_avx2<T>});
+#endif
+    default:
+      return run<T, Isa::kBaseline>(grad_output, input, weight, offset, mask, p, grad_input,
+                                    grad_weight, grad_offset, grad_mask, grad_bias,
+                                    parallel_for, {tiles_baseline<T>, tasks_baseline<T>});
+  }
+}
+
+// `count` halves as floats (empty for an absent input).
+std::vector<float> widened(const Half* values, int64_t count) {
+  std::vector<float> out(values ? count : 0);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = to_float(values[i]);
+  return out;
+}
+
+void narrow(const std::vector<float>& values, Half* out) {
+  if (out)
+    for (size_t i = 0; i < values.size(); ++i) out[i] = to_half(values[i]);
+}
+
+}  // namespace
+
+void deform_conv2d_backward(const float* grad_output, const float* input, const float* weight,
+                            const float* offset, const float* mask, const DeformConv2dParams& p,
+                            float* grad_input, float* grad_weight, float* grad_offset,
+                            float* grad_mask, float* grad_bias, const ParallelFor& parallel_for) {
+  run_best(grad_output, input, weight, offset, mask, p, grad_input, grad_weight, grad_offset,
+           grad_mask, grad_bias, parallel_for);
+}
+
+void deform_conv2d_backward(const double* grad_output, const double* input,
+                            const double* weight, const double* offset, const double* mask,
+                            const DeformConv2dParams& p, double* grad_input,
+                            double* grad_weight, double* grad_offset, double* grad_mask,
+                            double* grad_bias, const ParallelFor& parallel_for) {
+  run_best(grad_output, input, weight, offset, mask, p, grad_input, grad_weight, grad_offset,
+           grad_mask, grad_bias, parallel_for);
+}
+
+// float16: computed in float32, each gradient rounded once.
+void deform_conv2d_backward(const Half* grad_output, const Half* input, const Half* weight,
+                            const Half* offset, const Half* mask, const DeformConv2dParams& p,
+                            Half* grad_input, Half* grad_weight, Half* grad_offset,
+                            Half* grad_mask, Half* grad_bias, const ParallelFor& parallel_for) {
+  const int64_t taps = p.kernel_h * p.kernel_w, plane = p.out_h * p.out_w;
+  const int64_t input_size = p.batch * p.in_channels * p.height * p.width;
+  const int64_t weight_size = p.out_channels * p.in_channels / p.groups * taps;
+  const int64_t offset_size = p.batch * 2 * p.offset_groups * taps * plane;
+  const int64_t mask_size = p.batch * p.offset_groups * taps * plane;
+  const std::vector<float> dy = widened(grad_output, p.batch * p.out_channels * plane),
+                           x = widened(input, input_size), w = widened(weight, weight_size),
+                           o = widened(offset, offset_size), m = widened(mask, mask_size);
+  std::vector<float> dx(input_size), dw(weight_size), doff(offset_size),
+      dm(grad_mask ? mask_size : 0), db(p.out_channels);
+  run_best(dy.data(), x.data(), w.data(), o.data(), mask ? m.data() : nullptr, p, dx.data(),
+           dw.data(), doff.data(), grad_mask ? dm.data() : nullptr, db.data(), parallel_for);
+  narrow(dx, grad_input), narrow(dw, grad_weight), narrow(doff, grad_offset);
+  narrow(dm, grad_mask), narrow(db, grad_bias);
+}
+
+}  // namespace customops

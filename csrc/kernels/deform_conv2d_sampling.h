@@ -1,0 +1,138 @@
+// What the forward and backward deform_conv2d kernels share: the bilinear
+// sampling of a tile's pixels, the channels-last copy of the input it reads
+// and the tiling of the output pixels.  Private to deform_conv2d*.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "deform_conv2d.h"
+#include "simd.h"
+
+namespace customops {
+namespace deform_detail {
+
+inline int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Tiling of the output pixels: a tile's im2col rows should stay in L2 next
+// to the weights, and there should be enough tiles for the threads to share
+// evenly (at least kMinTasks per call when the image is big enough).
+constexpr int64_t kColumnBytes = 96 * 1024;  // best of 32-144 KiB, measured
+constexpr int64_t kMinTasks = 16;
+
+// Pixels per tile: a multiple of mr within the L2 budget, and enough tiles
+// for the threads; the tiles of one image come out (nearly) equal.  Depends
+// on the shapes only, never on the thread count.
+inline int64_t tile_pixels(const DeformConv2dParams& p, int64_t row_bytes, int64_t mr) {
+  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t fit = std::max(mr, kColumnBytes / row_bytes / mr * mr);
+  const int64_t tiles_wanted = ceil_div(kMinTasks, std::max<int64_t>(p.batch, 1));
+  const int64_t balanced = round_up(ceil_div(pixels, tiles_wanted), mr);
+  const int64_t tile = std::min({fit, balanced, round_up(pixels, mr)});
+  return round_up(ceil_div(pixels, ceil_div(pixels, tile)), mr);
+}
+
+// How the sampler treats a sample exactly one pixel above or left of the
+// image (y == -1 or x == -1), where the bilinear value is 0 either way.
+// kValue reads nothing there (torchvision's bilinear_interpolate, the
+// forward); kGradient takes the cell below / right of it, as torchvision's
+// backward (get_coordinate_weight) does, so that the offset gradient there
+// is the one-sided derivative into the image, not 0.  That case is common:
+// zero offsets with padding 1 put the first tap at -1.
+enum class Edge { kValue, kGradient };
+
+// torchvision's bilinear_interpolate, times the mask, at one tap for every
+// pixel of a tile, W pixels per step: four corner pixels (flat indices into
+// one H x W image) and their weights per pixel, corner by corner.  A corner
+// outside the image gets the zero pixel H * W (see to_channels_last) and
+// weight 0, so the channel loop needs no branches and reads no image value
+// there.  Written with explicit vectors because the compiler does not
+// vectorize the equivalent scalar loop (floor and int conversion under
+// selects defeat its if-conversion).  pos_y and pos_x hold whole vectors;
+// dy, dx and mask (null: all ones) only `pixels` values.  With a non-null
+// `fraction`, the distances below and right of the top-left corner (ly, lx;
+// 0 outside) go to fraction[t] and fraction[stride + t].
+template <typename T, int W, Edge E = Edge::kValue>
+__attribute__((always_inline)) inline void sample_tap(
+    int64_t pixels, const T* pos_y, const T* pos_x, T shift_y, T shift_x, const T* dy,
+    const T* dx, const T* mask, int64_t height, int64_t width, T* weight, uint32_t* pixel,
+    int64_t stride, T* fraction = nullptr) {
+  using V = Vec<T, W>;
+  using Mask = decltype(V{} < V{});  // -1 / 0 per lane, as wide as T
+  using I = Vec<int32_t, W>;
+  using U = Vec<uint32_t, W>;
+  const V h = V{} + static_cast<T>(height), w = V{} + static_cast<T>(width);
+  const U zero = U{} + static_cast<uint32_t>(height * width);  // <= 2^31 - 1
+  const uint32_t row = static_cast<uint32_t>(width);
+  for (int64_t t = 0; t < pixels; t += W) {
+    V py, px, oy, ox, m = V{} + 1;
+    load<T, W>(py, pos_y + t), load<T, W>(px, pos_x + t);
+    if (t + W <= pixels) {
+      load<T, W>(oy, dy + t), load<T, W>(ox, dx + t);
+      if (mask) load<T, W>(m, mask + t);
+    } else {  // the last, partial vector: zeros past the tile's end
+      oy = ox = V{};
+      for (int64_t i = 0; t + i < pixels; ++i)
+        oy[i] = dy[t + i], ox[i] = dx[t + i], m[i] = mask ? mask[t + i] : T{1};
+    }
+    // pos + shift is the integer torchvision adds the offset to: exact
+    // below 2^24 (float) or 2^53 (double), so the rounding is the same.
+    V y = py + shift_y + oy, x = px + shift_x + ox;
+    // torchvision's bounds test, written so that NaN offsets also read zero.
+    const Mask in = E == Edge::kValue ? (y > -1) & (y < h) & (x > -1) & (x < w)
+                                      : (y >= -1) & (y < h) & (x >= -1) & (x < w);
+    // Samples outside get weight 0 below; zeroing them (NaN included) only
+    // keeps their int32 conversion defined.
+    y = in ? y : V{}, x = in ? x : V{};
+    const I inside = __builtin_convertvector(in, I);
+    // floor: truncate, then step down where that rounded up (y < 0).
+    I y0 = __builtin_convertvector(y, I), x0 = __builtin_convertvector(x, I);
+    y0 += __builtin_convertvector(__builtin_convertvector(y0, V) > y, I);
+    x0 += __builtin_convertvector(__builtin_convertvector(x0, V) > x, I);
+    const V ly = y - __builtin_convertvector(y0, V), lx = x - __builtin_convertvector(x0, V);
+    const V hy = 1 - ly, hx = 1 - lx;
+    const I top = inside & (y0 >= 0), bottom = inside & (y0 + 1 < static_cast<int32_t>(height));
+    const I left = x0 >= 0, right = x0 + 1 < static_cast<int32_t>(width);
+    // Unsigned, so that the corners not taken may wrap around harmlessly.
+    const U base = __builtin_convertvector(y0, U) * row + __builtin_convertvector(x0, U);
+    const U below = base + row;
+    const I taken[4] = {top & left, top & right, bottom & left, bottom & right};
+    const U corner[4] = {base, base + 1, below, below + 1};
+    const V share[4] = {m * hy * hx, m * hy * lx, m * ly * hx, m * ly * lx};
+    for (int q = 0; q < 4; ++q) {
+      store<uint32_t, W>(pixel + q * stride + t, taken[q] ? corner[q] : zero);
+      store<T, W>(weight + q * stride + t,
+                  __builtin_convertvector(taken[q], Mask) ? share[q] : V{});
+    }
+    if (fraction) store<T, W>(fraction + t, ly), store<T, W>(fraction + stride + t, lx);
+  }
+}
+
+// input (batch, C, H*W) -> (batch, H*W + 1, C) with a zero last pixel.
+template <typename T>
+void to_channels_last(const T* input, const DeformConv2dParams& p, T* out,
+                      const ParallelFor& parallel_for) {
+  const int64_t plane = p.height * p.width, channels = p.in_channels;
+  constexpr int64_t kBlock = 64;  // pixels per task: C x 64 values stay in L1
+  const int64_t blocks = ceil_div(plane, kBlock);
+  parallel_for(p.batch * blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n = task / blocks, q0 = task % blocks * kBlock;
+      const int64_t q1 = std::min(plane, q0 + kBlock);
+      const T* src = input + n * channels * plane;
+      T* dst = out + n * (plane + 1) * channels;
+      // Reads run along rows: reading down a column instead would hit planes
+      // a multiple of 4 KiB apart, which share one L1 set.
+      for (int64_t c = 0; c < channels; ++c)
+        for (int64_t q = q0; q < q1; ++q) dst[q * channels + c] = src[c * plane + q];
+      if (q1 == plane) std::fill(dst + plane * channels, dst + (plane + 1) * channels, T{0});
+    }
+  });
+}
+
+}  // namespace deform_detail
+}  // namespace customops
