@@ -98,3 +98,17 @@ def test_torchvision_checkpoint_exports_to_our_node(dynamo):
         [("ai.onnx", "Conv"), ("ai.onnx", "Sigmoid"), ("custom", "deform_conv2d")]
     with torch.no_grad():  # ORT == ours (verify) and ours == torchvision: ORT == torchvision
         torch.testing.assert_close(ours(other), reference(other), rtol=1e-4, atol=1e-5)
+
+
+def test_trains_like_torchvisions_module():
+    """The module's parameters get torchvision's gradients (the backward is the op's)."""
+    torch.manual_seed(3)
+    reference = DCN(torchvision.ops.DeformConv2d)
+    ours = DCN(customops.DeformConv2d)
+    ours.load_state_dict(reference.state_dict())
+    x = torch.randn(2, 4, 9, 8)
+    for net in (reference, ours):
+        net(x).square().mean().backward()
+    for (name, theirs), mine in zip(reference.named_parameters(), ours.parameters()):
+        assert mine.grad is not None and mine.grad.abs().max() > 0, name
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5)
