@@ -14,7 +14,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # JupyterLab refuses to run as root unless told (containers often are root).
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup lab test cpp notebooks bench sanitize clean
+.PHONY: setup lab test cpp headers ort-venvs notebooks bench sanitize clean
 
 setup: $(BUILT)
 
@@ -31,8 +31,28 @@ $(BUILT): $(DEPS) $(SOURCES)
 	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
 	touch $@
 
-lab: setup $(CHROMIUM)
+# Everything a notebook needs to run top to bottom, built before JupyterLab
+# starts (tests/test_lab.py checks this list against what the notebooks use):
+# the package and its ORT library (setup), the C++ program 08 runs (cpp), the
+# ORT headers 07 compiles against (headers), the older onnxruntime 02 loads
+# (ort-venvs), and Chromium for the static Netron pictures.
+NOTEBOOK_NEEDS := setup cpp headers ort-venvs $(CHROMIUM)
+
+lab: $(NOTEBOOK_NEEDS)
 	$(VENV)/bin/jupyter lab --no-browser $(LAB_ROOT) --notebook-dir=notebooks
+
+# Fetched once into ~/.cache/customops (or ORT_INCLUDE_DIR); instant afterwards.
+headers: $(DEPS)
+	$(PY) tools/ort_headers.py > /dev/null
+
+# Other onnxruntime releases the notebooks run models on, one small venv each
+# in build/ort-venvs/ (tools/ort_venv.py; about 30 s each the first time).
+NOTEBOOK_ORT_RELEASES := 1.24.4
+
+ort-venvs: $(DEPS)
+	for version in $(NOTEBOOK_ORT_RELEASES); do \
+	  $(PY) tools/ort_venv.py $$version > /dev/null || exit 1; \
+	done
 
 test: setup cpp $(CHROMIUM)
 	$(PY) -m pytest

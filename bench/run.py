@@ -44,7 +44,8 @@ from harness import TimingPlan, run_case  # noqa: E402
 
 RESULTS = HERE / "results"
 PUBLISHED_PNG = "docs/bench.png"  # relative to the repository
-# The README's benchmark section lies between these two lines.
+PUBLISHED_PAGE = "docs/benchmarks.md"  # the README links to it
+# The page's generated section lies between these two lines.
 PUBLISHED_MARKERS = ("<!-- bench/run.py --publish: start -->", "<!-- bench/run.py --publish: end -->")
 
 
@@ -71,7 +72,7 @@ def parse_args(argv=None):
     parser.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
                         help="time a from-scratch build in a temp dir (default on: ~1 min)")
     parser.add_argument("--publish", action="store_true",
-                        help="also copy the plot to docs/bench.png and write the report into README.md")
+                        help=f"also copy the plot to {PUBLISHED_PNG} and write the report into {PUBLISHED_PAGE}")
     parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
     args = parser.parse_args(argv)
     if args.warmup < 1:
@@ -122,19 +123,20 @@ def write_outputs(out: Path, text: str, data: dict, groups, results, target_rows
 
 
 def publish(png: Path, text: str, root: Path = report.REPO) -> None:
-    """Copies the plot to docs/bench.png and replaces the README's benchmark
-    section (between the two PUBLISHED_MARKERS) with this run's report."""
+    """Copies the plot to PUBLISHED_PNG and replaces the generated section of
+    PUBLISHED_PAGE (between the two PUBLISHED_MARKERS) with this run's report."""
     target = root / PUBLISHED_PNG
     target.parent.mkdir(exist_ok=True)
     shutil.copy2(png, target)
-    readme = root / "README.md"
-    content = readme.read_text()
+    page = root / PUBLISHED_PAGE
+    content = page.read_text()
     start, end = (content.index(marker) for marker in PUBLISHED_MARKERS)
-    section = text.replace("\n## ", "\n### ").split("\n", 1)[1]  # without the title
+    section = text.split("\n", 1)[1]  # without the title: the page has its own
+    image = os.path.relpath(target, page.parent)
     content = (content[:start + len(PUBLISHED_MARKERS[0])] + "\n" + section.strip() + "\n\n"
-               + f"![benchmark ratios]({PUBLISHED_PNG})\n" + content[end:])
-    readme.write_text(content)
-    print(f"\ncopied {png} -> {target}; replaced the benchmark section of {readme}")
+               + f"![benchmark ratios]({image})\n" + content[end:])
+    page.write_text(content)
+    print(f"\ncopied {png} -> {target}; replaced the generated section of {page}")
 
 
 def main(argv=None) -> int:

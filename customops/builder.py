@@ -12,7 +12,8 @@ from onnx import helper
 
 from .ort import DOMAIN, OPSET_VERSION
 
-# onnx 1.23 writes IR version 14 by default; onnxruntime 1.31 reads up to 13.
+# onnx 1.23 writes IR version 14 by default, which onnxruntime reads only since
+# 1.32; IR 10 loads in every runtime the library supports (1.24 and later).
 IR_VERSION = 10
 OPSET = 19  # ORT's CPU DeformConv needs opset >= 19
 

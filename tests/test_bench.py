@@ -58,9 +58,11 @@ sys.path.insert(0, sys.argv[1])
 import run
 out, root = Path(sys.argv[2]), Path(sys.argv[3])
 start, end = run.PUBLISHED_MARKERS
-(root / "README.md").write_text(f"# before\\n{start}\\nold table\\n{end}\\n# after\\n")
+page = root / run.PUBLISHED_PAGE
+page.parent.mkdir()
+page.write_text(f"# before\\n{start}\\nold table\\n{end}\\n# after\\n")
 run.publish(out / "ratios.png", (out / "results.md").read_text(), root=root)
-print(json.dumps(run.PUBLISHED_MARKERS))
+print(json.dumps([run.PUBLISHED_PAGE, *run.PUBLISHED_MARKERS]))
 """
 
 
@@ -68,8 +70,10 @@ def test_publish_replaces_only_the_marked_section(quick_run, tmp_path):
     done = subprocess.run([sys.executable, "-c", PUBLISH, str(ROOT / "bench"), str(quick_run),
                            str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    start, end = json.loads(done.stdout.strip().splitlines()[-1])
-    readme = (tmp_path / "README.md").read_text()
-    assert readme.startswith(f"# before\n{start}\n") and readme.endswith(f"{end}\n# after\n")
-    assert "old table" not in readme and "### Targets" in readme
-    assert (tmp_path / "docs/bench.png").read_bytes() == (quick_run / "ratios.png").read_bytes()
+    page, start, end = json.loads(done.stdout.strip().splitlines()[-1])
+    text = (tmp_path / page).read_text()
+    assert text.startswith(f"# before\n{start}\n") and text.endswith(f"{end}\n# after\n")
+    assert "old table" not in text and "\n## Targets\n" in text
+    # the picture's link resolves from the page
+    image = (tmp_path / page).parent / text.split("![benchmark ratios](")[1].split(")")[0]
+    assert image.read_bytes() == (quick_run / "ratios.png").read_bytes()

@@ -322,7 +322,7 @@ def test_command_line_errors(app, my_add_files):
 
 
 def test_readme_deploy_commands(app, tmp_path):
-    """The README's "Deploy without Python" commands, after `make setup cpp`:
+    """docs/deploy.md's "Deploy without Python" commands, after `make setup cpp`:
     export with examples/cpp/export_knn.py, run with run_model; the result
     is checked against a brute-force KNN in numpy."""
     import sys

@@ -18,6 +18,7 @@ import ort_headers  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SOURCES = [EXAMPLES / "my_first_op" / "embed_lite.cc", EXAMPLES / "my_first_op" / "embed_classic.cc",
+           EXAMPLES / "my_first_op" / "embed_versions.cc",
            EXAMPLES / "port_seed" / "foo_op.cc"]
 
 

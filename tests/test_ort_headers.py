@@ -62,3 +62,13 @@ def test_tampered_npm_tarball_stops_with_one_line_and_no_cache(tmp_path):
     assert "sha256 mismatch" in lines[0]
     assert ort_headers.NPM_TARBALL_SHA256 in lines[0]
     assert not list(cache.rglob("*.h")), "nothing may be extracted into the cache"
+
+
+def test_the_headers_are_the_release_the_tool_names():
+    """The fetched headers' API version is HEADERS_VERSION's minor (29 for 1.29):
+    what docs/versions.md and RegisterCustomOps's negotiation assume."""
+    if os.environ.get("ORT_INCLUDE_DIR"):
+        pytest.skip("ORT_INCLUDE_DIR chooses other headers")
+    header = (ort_headers.include_dir() / "onnxruntime_c_api.h").read_text()
+    expected = ort_headers.HEADERS_VERSION.split(".")[1]
+    assert f"#define ORT_API_VERSION {expected}\n" in header

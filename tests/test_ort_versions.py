@@ -11,6 +11,7 @@ import subprocess
 import textwrap
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from customops.ort import library_path
@@ -57,7 +58,16 @@ def run(python, paths):
                           capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("version", ["1.24.4", "1.32.0"])  # oldest supported, newest
+# The version matrix's two ends (docs/versions.md): the first release of the
+# oldest supported series, and the newest release, which is the pin.
+OLDEST, NEWEST = "1.24.1", "1.32.0"
+
+
+def test_the_newest_release_is_the_pin():
+    assert ort.__version__ == NEWEST
+
+
+@pytest.mark.parametrize("version", [OLDEST, NEWEST])
 def test_supported_runtime_runs_every_op(tmp_path, version):
     expected = models(tmp_path)
     done = run(ort_python(version), list(expected))
@@ -66,6 +76,30 @@ def test_supported_runtime_runs_every_op(tmp_path, version):
     for path, outputs in expected.items():
         for name, value in outputs.items():
             np.testing.assert_array_equal(np.load(f"{path}.out.{name}.npy"), value)
+
+
+# RegisterCustomOps reads the runtime's API version from its version string
+# ("1.32.0" -> 32, csrc/ort/register.cc) and asks for min(that, the headers').
+# Checked through the C API itself: GetApi(minor) exists, GetApi(minor + 1) does not.
+API_PROBE = textwrap.dedent("""
+    import ctypes, pathlib, onnxruntime
+    lib = next(pathlib.Path(onnxruntime.__file__).parent.glob("capi/libonnxruntime.so*"))
+    class ApiBase(ctypes.Structure):
+        _fields_ = [("GetApi", ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)),
+                    ("GetVersionString", ctypes.CFUNCTYPE(ctypes.c_char_p))]
+    get_base = ctypes.CDLL(str(lib)).OrtGetApiBase
+    get_base.restype = ctypes.POINTER(ApiBase)
+    base = get_base().contents
+    minor = int(base.GetVersionString().decode().split(".")[1])
+    print(minor, bool(base.GetApi(minor)), bool(base.GetApi(minor + 1)))
+""")
+
+
+@pytest.mark.parametrize("version", [OLDEST, NEWEST])
+def test_the_api_version_is_the_minor_version(version):
+    done = subprocess.run([ort_python(version), "-c", API_PROBE], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [version.split(".")[1], "True", "False"]
 
 
 def test_older_runtime_is_refused_with_a_message(tmp_path):
@@ -91,3 +125,22 @@ def test_standard_deformconv_needs_onnxruntime_1_25(tmp_path):
     assert done.returncode != 0
     assert ("NOT_IMPLEMENTED : Could not find an implementation for DeformConv(19)"
             in done.stderr), done.stderr
+
+
+def test_onnx_default_ir_version_loads_from_onnxruntime_1_32_only(tmp_path):
+    """The notebooks' IR-version fact: onnx 1.23.2's make_model writes IR 14 by
+    default; the pinned 1.32.0 reads it, the releases before it read up to 13."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    assert model.ir_version == 14
+    ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(model.SerializeToString())
+    load = "import sys, onnxruntime as ort; ort.InferenceSession(sys.argv[1])"
+    for version in (OLDEST, "1.31.1"):
+        done = subprocess.run([ort_python(version), "-c", load, path], capture_output=True, text=True)
+        assert "Unsupported model IR version: 14, max supported IR version: 13" in done.stderr, version

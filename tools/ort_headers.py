@@ -8,7 +8,11 @@ The onnxruntime wheel ships no headers.  In order of preference:
 2. A cache outside the repository (``$CUSTOMOPS_CACHE`` or
    ``~/.cache/customops``) filled once from the npm registry package
    ``com.github.asus4.onnxruntime@0.4.9``, which carries Microsoft's headers of
-   ONNX Runtime 1.29 (MIT licence) inside its iOS framework.  The tarball's
+   ONNX Runtime 1.29 (MIT licence) inside its iOS framework.  They are the
+   newest a package registry ships (checked November 2026, onnxruntime 1.32.0
+   released): the onnxruntime wheels carry none, npm's onnxruntime-node 1.30.0
+   only the shared libraries.  The library asks the runtime for
+   min(its API version, 29), so these headers serve every runtime >= 1.24.  The tarball's
    sha256 must match ``NPM_TARBALL_SHA256`` before anything is extracted, so
    a republished or tampered package stops the build instead of compiling
    unknown headers into the library.
@@ -28,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 NPM_PACKAGE = "com.github.asus4.onnxruntime@0.4.9"
+HEADERS_VERSION = "1.29"  # the ORT release of the package's headers (ORT_API_VERSION 29)
 # sha256 of `npm pack com.github.asus4.onnxruntime@0.4.9` (149,786,233 bytes).
 NPM_TARBALL_SHA256 = "e59788788818fdde1b2e522e766a21ba0f7d8391de55737abf81e32cc801785d"
 HEADERS_IN_PACKAGE = (
@@ -47,7 +52,7 @@ def _complete(directory: Path) -> bool:
 
 def cache_dir() -> Path:
     root = os.environ.get("CUSTOMOPS_CACHE") or Path.home() / ".cache" / "customops"
-    return Path(root) / "onnxruntime-headers-1.29"
+    return Path(root) / f"onnxruntime-headers-{HEADERS_VERSION}"
 
 
 def verify_sha256(archive: Path, expected: str = NPM_TARBALL_SHA256) -> None:

@@ -136,9 +136,10 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   Ort::InitApi(api_base->GetApi(version));
 
   static EmbedOp op;  // the op and its domain outlive every session
-  static Ort::CustomOpDomain domain = [version] {
+  // op.version stays ORT_API_VERSION, as CustomOpBase sets it: the OrtCustomOp
+  // layout these headers fill in, which tells ORT which members exist.
+  static Ort::CustomOpDomain domain = [] {
     Ort::CustomOpDomain d("my_ops");
-    op.version = version;  // a runtime refuses ops that claim a newer API than its own
     d.Add(&op);
     return d;
   }();

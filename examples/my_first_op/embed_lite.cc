@@ -91,12 +91,11 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
       Op{Ort::Custom::CreateLiteCustomOp("embed", "CPUExecutionProvider", embed)},
       Op{Ort::Custom::CreateLiteCustomOp<EmbedScaled>("embed_scaled", "CPUExecutionProvider")},
       Op{Ort::Custom::CreateLiteCustomOp("embed_affine", "CPUExecutionProvider", embed_affine)}};
-  static Ort::CustomOpDomain domain = [version] {
+  // Each op's `version` stays ORT_API_VERSION, as CreateLiteCustomOp sets it: the
+  // OrtCustomOp layout these headers fill in, which tells ORT which members exist.
+  static Ort::CustomOpDomain domain = [] {
     Ort::CustomOpDomain d("my_ops");
-    for (const Op& op : ops) {
-      op->version = version;  // a runtime refuses ops that claim a newer API than its own
-      d.Add(op.get());
-    }
+    for (const Op& op : ops) d.Add(op.get());
     return d;
   }();
   try {
