@@ -48,7 +48,7 @@ setup(
     name="customops",
     version="0.1.0",
     description="Custom PyTorch operators through ONNX into ONNX Runtime: a course",
-    packages=["customops"],
+    packages=["customops", "customops.doctor"],
     python_requires=">=3.10",
     ext_modules=[
         CppExtension(

@@ -72,17 +72,17 @@ def knn_query(
 
 @onnxscript.script(_translations)
 def deform_conv2d(
-    input: FLOAT,
-    weight: FLOAT,
-    offset: FLOAT,
-    mask: Optional[FLOAT],
-    bias: Optional[FLOAT],
+    input: TFloat,
+    weight: TFloat,
+    offset: TFloat,
+    mask: Optional[TFloat],
+    bias: Optional[TFloat],
     stride: list[int],
     padding: list[int],
     dilation: list[int],
     groups: int,
     offset_groups: int,
-) -> FLOAT:
+) -> TFloat:
     return custom.deform_conv2d(
         input, weight, offset, mask, bias, stride=stride, padding=padding,
         dilation=dilation, groups=groups, offset_groups=offset_groups,

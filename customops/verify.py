@@ -23,11 +23,18 @@ def _numpy(values):
 
 def compare(session, model, args, rtol=1e-5, atol=1e-6) -> list[float]:
     """Runs ``args`` through ``model`` and through ``session`` (feeding the
-    session's inputs in order) and asserts equal outputs: integers exactly,
-    floats within rtol/atol.  Returns the largest absolute difference of each
-    output."""
+    session's inputs in order, one per argument) and asserts equal outputs:
+    integers exactly, floats within rtol/atol.  Returns the largest absolute
+    difference of each output.  Raises ValueError when the session does not
+    take one input per argument (an export that dropped an input, as a
+    constant or unused, cannot be compared by position)."""
     args = args if isinstance(args, tuple) else (args,)
-    feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    inputs = [i.name for i in session.get_inputs()]
+    if len(inputs) != len(args):
+        raise ValueError(f"the session takes {len(inputs)} input(s) ({', '.join(inputs)}) but "
+                         f"{len(args)} argument(s) were given: an input was dropped or added "
+                         "on export, so they cannot be paired in order")
+    feeds = {name: a.numpy() for name, a in zip(inputs, args)}
     got = session.run(None, feeds)
     with torch.no_grad():
         expected = _numpy(model(*args))

@@ -251,6 +251,12 @@ def knn_problem(xyz, offset, new_xyz, new_offset, nsample):
     if problem is None and new_xyz is not None:
         problem = _offset_problem("new_offset", new_offset.tolist(), len(new_xyz),
                                   "the number of queries m")
+    for name, points in (("xyz", xyz), ("new_xyz", new_xyz)):
+        if problem is None and points is not None and not np.isfinite(points).all():
+            row, col = np.argwhere(~np.isfinite(points))[0]  # the first, in memory order
+            text = {np.inf: "inf", -np.inf: "-inf"}.get(float(points[row, col]), "nan")
+            problem = ("run", rf"knn_query: {name} must be finite \(no NaN or inf\), got "
+                       rf"{text} at {name}\[{row}, {col}\]")
     return problem
 
 
@@ -258,7 +264,7 @@ KNN_CORRUPTIONS = [
     "offset-decreasing", "offset-last", "offset-negative", "offset-empty", "offset-2d",
     "xyz-columns", "xyz-1d", "new_offset-length", "new_offset-last", "new_offset-decreasing",
     "new_xyz-only", "new_offset-only", "new_xyz-columns", "xyz-float64", "offset-int64",
-    "new_offset-int64", "non-finite-points",
+    "new_offset-int64", "non-finite-points", "non-finite-queries",
 ]
 
 
@@ -340,9 +346,12 @@ def fuzz_knn(examples):
             new_xyz, new_offset = _clouds(rng, query_sizes, False)
         xyz, offset, new_xyz, new_offset = _corrupt_knn(
             rng, corruption, amount, xyz, offset, new_xyz, new_offset)
-        non_finite = corruption == "non-finite-points" and len(xyz) > 0
-        if non_finite:  # accepted, and must not crash; no reference to compare with
-            xyz.flat[rng.integers(0, xyz.size, amount)] = rng.choice([np.nan, np.inf, -np.inf])
+        # Refused, naming the first bad coordinate (knn_problem), like cKDTree.
+        points = new_xyz if corruption == "non-finite-queries" else xyz
+        if corruption in ("non-finite-points", "non-finite-queries") and points is not None \
+                and points.size and points.dtype == np.float32:
+            points.flat[rng.integers(0, points.size, amount)] = \
+                rng.choice([np.nan, np.inf, -np.inf], amount)
         inputs = dict(xyz=xyz, offset=offset, new_xyz=new_xyz, new_offset=new_offset)
         attrs = {} if nsample is None else {"nsample": nsample}
 
@@ -352,8 +361,6 @@ def fuzz_knn(examples):
             assert idx.shape == dist.shape == (m, nsample), (idx.shape, m, nsample)
             assert idx.dtype == np.int32 and dist.dtype == np.float32
             assert ((idx >= -1) & (idx < max(len(xyz), 1))).all()
-            if non_finite:
-                return
             ref_idx, ref_dist = knn_reference(nsample, xyz, offset, new_xyz, new_offset)
             np.testing.assert_array_equal(idx, ref_idx)
             np.testing.assert_allclose(dist, ref_dist, rtol=1e-6, atol=0)

@@ -49,3 +49,44 @@ def random_clouds(rng, sizes, dims=3, duplicates=False):
         parts.append(points)
     xyz = np.concatenate(parts) if parts else np.zeros((0, dims), np.float32)
     return np.ascontiguousarray(xyz, np.float32), np.cumsum(sizes).astype(np.int32)
+
+
+def empty_name_cases(ops):
+    """Single-node models whose node gives a required input or an output the
+    empty name (the ONNX spelling of "omitted"), one per op and position:
+    {id: (model, feeds)}.  The node's other outputs are the graph's outputs;
+    when none is left, an Identity of the first input keeps the graph valid."""
+    from onnx import helper
+
+    cases = {}
+    for op in ops:
+        base = op.declared(op.base.inputs)
+        full = single_node_model(op.onnx_name, base, op.output_names, **op.base.attrs)
+        for spec in op.inputs:
+            if spec.optional:
+                continue
+            inputs = {k: v for k, v in base.items() if k != spec.name}
+            model = single_node_model(op.onnx_name, base, op.output_names, **op.base.attrs)
+            node = model.graph.node[-1]
+            node.input[list(base).index(spec.name)] = ""
+            model.graph.input.remove(next(i for i in model.graph.input if i.name == spec.name))
+            cases[f"{op.name}-input-{spec.name}"] = (model, feeds(inputs))
+        for position, name in enumerate(op.output_names):
+            model = onnx_copy(full)
+            node = model.graph.node[-1]
+            node.output[position] = ""
+            model.graph.output.remove(next(o for o in model.graph.output if o.name == name))
+            if not model.graph.output:
+                first = next(n for n in node.input if n)
+                model.graph.node.append(helper.make_node("Identity", [first], ["kept"]))
+                model.graph.output.append(helper.make_empty_tensor_value_info("kept"))
+            cases[f"{op.name}-output-{name}"] = (model, feeds(base))
+    return cases
+
+
+def onnx_copy(model):
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy

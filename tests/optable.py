@@ -300,6 +300,13 @@ def _knn_refuse(sample):
 KNN = dict(xyz=f32(5, 3), offset=i32(2, 5), new_xyz=f32(3, 3), new_offset=i32(1, 3))
 
 
+def _with(array, index, value):
+    """A copy of array with array[index] = value."""
+    changed = array.copy()
+    changed[index] = value
+    return changed
+
+
 def _knn_bad(id, match, bindings=("torch", "ort"), nsample=2, values=False, **changes):
     return Bad(id, {**KNN, **changes}, {"nsample": nsample}, match, bindings, values=values)
 
@@ -328,6 +335,15 @@ KNN_QUERY = Op(
         _knn_bad("xyz-3d", r"xyz must have shape \(n, 3\), got \[5, 3, 1\]", xyz=f32(5, 3, 1)),
         _knn_bad("xyz-scalar", r"xyz must have shape \(n, 3\), got \[\]",
                  xyz=np.array(1, np.float32)),
+        # non-finite points are refused (csrc/kernels/knn_query.h), naming the first
+        *[_knn_bad(f"{name}-{value}-{row}-{col}",
+                   rf"knn_query: {name} must be finite \(no NaN or inf\), got {text} at "
+                   rf"{name}\[{row}, {col}\]", values=True,
+                   **{name: _with(KNN[name], (row, col), value), **extra})
+           for name, row, col, extra in [("xyz", 0, 0, {}), ("xyz", 4, 2, {}),
+                                         ("xyz", 3, 1, dict(new_xyz=None, new_offset=None)),
+                                         ("new_xyz", 2, 1, {}), ("new_xyz", 0, 2, {})]
+           for value, text in [(np.nan, "nan"), (np.inf, "inf"), (-np.inf, "-inf")]],
         # offset
         _knn_bad("offset-scalar", r"offset must be 1-D with at least one element, got shape \[\]",
                  offset=np.array(5, np.int32)),

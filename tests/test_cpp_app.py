@@ -19,7 +19,8 @@ from onnx import helper
 
 from customops.builder import IR_VERSION, single_node_model
 from customops.ort import library_path, session
-from helpers import random_clouds
+from helpers import empty_name_cases, random_clouds
+from optable import OPS
 
 ROOT = Path(__file__).resolve().parent.parent
 # CUSTOMOPS_RUN_MODEL: another build of it (e.g. with sanitizers) to test instead
@@ -307,6 +308,58 @@ def test_kernel_errors_are_reported_not_crashed(app, tmp_path):
     for mode in MODES:
         done = run_app(app, *mode_args(mode), model, *args, "--out", tmp_path / "out")
         assert_one_line_error(done, "run failed", "knn_query", "offset")
+
+
+def test_colliding_output_file_names_are_numbered(app, tmp_path):
+    """Outputs named a/b, a_b, a:b and a_b-2 would all be written as a_b.npy
+    (or overwrite a_b-2.npy): each gets its own file, and the program prints
+    which, so nothing is silently overwritten."""
+    x = np.arange(4, dtype=np.float32)
+    outputs = {"a/b": 1, "a_b": 2, "a:b": 3, "a_b-2": 4}
+    constants = [helper.make_node("Constant", [], [f"c{i}"], value=helper.make_tensor(
+        f"c{i}", onnx.TensorProto.FLOAT, [], [float(v)])) for i, v in enumerate(outputs.values())]
+    nodes = [*constants, *(helper.make_node("Mul", ["x", f"c{i}"], [name])
+                           for i, name in enumerate(outputs))]
+    graph = helper.make_graph(
+        nodes, "collide", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [4]) for name in outputs])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)],
+                                ir_version=IR_VERSION), tmp_path / "collide.onnx")
+    done = run_app(app, tmp_path / "collide.onnx", *save_inputs(tmp_path, {"x": x}),
+                   "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "a/b: float32 (4,) -> a_b.npy", "a_b: float32 (4,) -> a_b-3.npy",
+        "a:b: float32 (4,) -> a_b-4.npy", "a_b-2: float32 (4,)"]
+    files = {"a_b": 1, "a_b-3": 2, "a_b-4": 3, "a_b-2": 4}
+    assert sorted(p.stem for p in (tmp_path / "out").iterdir()) == sorted(files)
+    for stem, factor in files.items():
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / f"{stem}.npy"), factor * x)
+
+
+def test_directory_given_as_npy_is_named(app, my_add_files):
+    folder, model = my_add_files
+    (folder / "dir.npy").mkdir()
+    done = run_app(app, "--builtin", model, f"a={folder / 'a.npy'}", f"b={folder / 'dir.npy'}",
+                   "--out", folder / "out")
+    assert_one_line_error(done, f"{folder / 'dir.npy'}: is a directory, not a .npy file")
+    assert done.stderr.startswith(f"run_model: error: {folder / 'dir.npy'}: ")
+
+
+EMPTY_NAMES = empty_name_cases(OPS.values())
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", EMPTY_NAMES)
+def test_empty_required_names_are_refused_at_load(app, tmp_path, case, mode):
+    """A node leaving a required input or an output out is refused when the
+    model loads, with ORT's message (my_add segfaulted here, see
+    tests/test_errors.py)."""
+    model, inputs = EMPTY_NAMES[case]
+    onnx.save(model, tmp_path / "model.onnx")
+    done = run_app(app, *mode_args(mode), tmp_path / "model.onnx",
+                   *save_inputs(tmp_path, inputs), "--out", tmp_path / "out")
+    assert_one_line_error(done, "cannot load model", "is marked single but has an empty string")
 
 
 def test_command_line_errors(app, my_add_files):

@@ -120,7 +120,7 @@ def test_ort_kernel_matches_onnx_reference_deformconv(rng, cfg):
 
 def test_ort_node_without_mask_but_with_bias(rng):
     """The middle optional input is skipped with an empty name: the case that
-    crashes ORT's lite API (see csrc/ort/ort_support.h)."""
+    crashes ORT's lite API (see csrc/ort/classic_op.h)."""
     cfg = CONFIGS[1] | {"mask": False}
     for dtype in DTYPES:
         x = make_inputs(rng, cfg, dtype)
@@ -156,7 +156,7 @@ print("ok")
 
 def test_portable_code_path_matches_torchvision():
     """The kernel picks its vector code for the CPU once per process
-    (csrc/kernels/simd.h); CUSTOMOPS_ISA=baseline forces the portable one,
+    (csrc/kernels/cpu/simd.h); CUSTOMOPS_ISA=baseline forces the portable one,
     here run in a fresh process."""
     result = subprocess.run([sys.executable, "-c", ISA_SCRIPT], capture_output=True, text=True,
                             env={**os.environ, "CUSTOMOPS_ISA": "baseline"},

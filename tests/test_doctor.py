@@ -347,6 +347,107 @@ def test_cli_subprocess_prints_no_traceback(tmp_path):
     assert done.stderr.startswith("customops.doctor: ") and done.stderr.count("\n") == 1
 
 
+def run_cli_child(*args) -> subprocess.CompletedProcess:
+    """The doctor as a user runs it, in a child process (a hang fails by timeout)."""
+    return subprocess.run([sys.executable, "-m", "customops.doctor", *args], cwd=ROOT,
+                          capture_output=True, timeout=60)
+
+
+def knn_constant_input(tensor: TensorProto, as_initializer: bool) -> onnx.ModelProto:
+    """knnquery with a constant first input, as a Constant node or an initializer."""
+    extra = [] if as_initializer else [helper.make_node("Constant", [], ["k"], value=tensor)]
+    model = single_node_model("knnquery", {"k": ..., "xyz": XYZ, "offset": OFFSET},
+                              ["idx", "dist"], extra_nodes=extra)
+    if as_initializer:
+        tensor.name = "k"
+        model.graph.initializer.append(tensor)
+    return model
+
+
+def short_raw_data() -> TensorProto:
+    tensor = helper.make_tensor("k", TensorProto.INT64, [2], [0, 0])
+    tensor.ClearField("int64_data")
+    tensor.raw_data = b"\x01\x02\x03"  # 3 bytes for two int64
+    return tensor
+
+
+@pytest.mark.parametrize("tensor,as_initializer", [
+    (helper.make_tensor("k", TensorProto.INT64, [0], []), False),
+    (short_raw_data(), True)], ids=["empty-constant", "raw-data-too-short"])
+def test_constant_input_that_is_no_attribute_is_explained(tensor, as_initializer, tmp_path):
+    """A constant first input the kernel does not take: an empty one (no
+    attribute type to infer from it) and one whose raw data is shorter than
+    its shape (numpy cannot read it) used to end in a traceback; now the
+    doctor reports the input type ORT refuses, exit status 1."""
+    path = tmp_path / "model.onnx"
+    onnx.save(knn_constant_input(tensor, as_initializer), path)
+    done = run_cli_child(str(path), "--library", library_path())
+    out = done.stdout.decode()
+    assert (done.returncode, done.stderr) == (1, b""), (out, done.stderr)
+    (finding,) = doctor.diagnose(path, [library_path()]).errors
+    assert (finding.kind, finding.op) == ("input-type", "custom::knnquery"), out
+    assert "Type 'tensor(int64)' of input parameter (k)" in finding.ort and finding.ort in out
+
+
+def test_absurd_opset_is_answered_from_the_runtime(tmp_path):
+    """Opset 10**9: the highest opset is read from ORT's refusal ("is till
+    opset N") and checked by loading it, not found by walking down one
+    version per session (which took hours)."""
+    path = tmp_path / "model.onnx"
+    model = single_node_model("Relu", {"x": F32}, ["y"], domain="", opset=10**9)
+    onnx.save(model, path)
+    highest = re.search(r"is till opset (\d+)", ort_message(model))[1]
+    done = run_cli_child(str(path))
+    assert (done.returncode, done.stderr) == (1, b""), done.stderr
+    assert f"fix: export with opset {highest} (the highest this runtime loads" in \
+        done.stdout.decode()
+
+
+def test_highest_opset_bisects_when_the_runtime_names_none():
+    """Without a number in ORT's message the search bisects: about log2 of
+    the opset in loads, and the answer is the highest version that loads."""
+    asked = []
+
+    class Runtime(doctor.probe.Runtime):
+        def opset_problem(self, domain, version):
+            asked.append(version)
+            return None if version <= 26 else "FAIL: refused"
+
+    assert Runtime().max_opset("", 10**9) == 26
+    assert len(asked) <= 40, len(asked)
+    assert Runtime().max_opset("", 27) == 26 and Runtime().max_opset("", 1) is None
+
+
+def test_healthy_model_at_a_non_utf8_path(tmp_path):
+    """ORT's Python binding cannot take this path: the doctor loads the model
+    from its bytes and says it is healthy, naming the path with an escape."""
+    folder = os.fsencode(tmp_path)
+    path = folder + b"/mod\xe9l.onnx"
+    onnx.save(typed_outputs(single_node_model("my_add", {"a": F32, "b": F32}, ["c"])), path)
+    done = run_cli_child(path, b"--library", library_path().encode())
+    out = done.stdout.decode()
+    assert (done.returncode, done.stderr) == (0, b""), (out, done.stderr)
+    assert out.startswith(f"{tmp_path}/mod\\xe9l.onnx: onnxruntime ") and \
+        out.endswith("0 error(s), 0 warning(s): the model loads\n"), out
+    library = folder + b"/lib\xe9.so"  # a library there cannot be registered: say why
+    Path(os.fsdecode(library)).write_bytes(Path(library_path()).read_bytes())
+    done = run_cli_child(path, b"--library", library)
+    assert done.returncode == 1 and done.stderr == b"", done.stderr
+    assert "fix: onnxruntime's Python binding takes only UTF-8 paths" in done.stdout.decode()
+
+
+def test_internal_error_is_one_line(tmp_path, capsys, monkeypatch):
+    """A bug of the doctor itself still ends in one line and status 3."""
+    def broken(*args):
+        raise ValueError("something unforeseen")
+
+    monkeypatch.setattr(doctor.cli, "diagnose", broken)
+    status, out, err = run_cli([tmp_path / "any.onnx"], capsys)
+    assert (status, out) == (3, "")
+    assert err == (f"customops.doctor: internal error on {tmp_path / 'any.onnx'} (ValueError: "
+                   "something unforeseen); please report it with the model\n")
+
+
 # -- torch-free, time bound, another onnxruntime -----------------------------
 
 TORCH_FREE = textwrap.dedent("""

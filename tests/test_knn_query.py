@@ -61,6 +61,42 @@ def test_matches_ckdtree_on_large_clouds(rng, run, kind):
 
 
 @pytest.mark.parametrize("run", [run_torch, run_ort], ids=["torch", "ort"])
+def test_one_nan_point_is_refused_not_half_searched(rng, run):
+    """One NaN row among 2,000 uniform points used to poison its tree's
+    boxes: about half the queries that should not change returned other
+    neighbours.  The contract is now cKDTree's: non-finite points are refused
+    (csrc/kernels/knn_query.h), and the other rows alone match cKDTree."""
+    xyz = rng.random((2000, 3), dtype=np.float32)
+    xyz[1234, 1] = np.nan
+    offset = np.array([2000], np.int32)
+    error = RuntimeError if run is run_torch else Exception
+    with pytest.raises(error, match=r"knn_query: xyz must be finite \(no NaN or inf\), got nan "
+                                    r"at xyz\[1234, 1\]"):
+        run(8, xyz, offset)
+    with pytest.raises(ValueError, match="must be finite"):  # the reference refuses it too
+        cKDTree(xyz)
+    clean = np.delete(xyz, 1234, axis=0)
+    idx, dist = run(8, clean, np.array([1999], np.int32))
+    ref_dist, ref_idx = cKDTree(clean).query(clean, k=8)
+    np.testing.assert_array_equal(idx, ref_idx)
+
+
+@pytest.mark.parametrize("run", [run_torch, run_ort], ids=["torch", "ort"])
+@pytest.mark.parametrize("name", ["xyz", "new_xyz"])
+def test_non_finite_message_names_the_first_of_many(rng, run, name):
+    """The check runs in blocks on the thread pool; whatever block finishes
+    first, the message names the first bad coordinate in memory order."""
+    xyz = rng.random((50_000, 3), dtype=np.float32)
+    queries = rng.random((40_000, 3), dtype=np.float32)
+    points = xyz if name == "xyz" else queries
+    points[39_000, 2], points[20_001, 0], points[7, 1] = np.nan, -np.inf, np.inf
+    with pytest.raises(RuntimeError if run is run_torch else Exception,
+                       match=rf"{name} must be finite \(no NaN or inf\), got inf at "
+                             rf"{name}\[7, 1\]"):
+        run(4, xyz, np.array([50_000], np.int32), queries, np.array([40_000], np.int32))
+
+
+@pytest.mark.parametrize("run", [run_torch, run_ort], ids=["torch", "ort"])
 @pytest.mark.parametrize("nsample", [16, 200], ids=["sorted", "heap"])
 def test_matches_brute_force_where_density_jumps(rng, run, nsample):
     """Each search starts from a guess made from the previous query's k-th

@@ -19,8 +19,8 @@
 #include <memory>
 #include <vector>
 
+#include "cpu/gemm.h"
 #include "deform_conv2d_sampling.h"
-#include "gemm.h"
 
 namespace customops {
 namespace {

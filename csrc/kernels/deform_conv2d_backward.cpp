@@ -34,7 +34,7 @@
 
 #include "deform_conv2d.h"
 #include "deform_conv2d_sampling.h"
-#include "gemm.h"
+#include "cpu/gemm.h"
 
 namespace customops {
 namespace {

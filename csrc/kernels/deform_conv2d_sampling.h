@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "deform_conv2d.h"
-#include "simd.h"
+#include "cpu/simd.h"
 
 namespace customops {
 namespace deform_detail {

@@ -5,7 +5,7 @@
 // a uniform grid degrades into a few overfull cells.  Sorting each cloud
 // along a Morton curve (a radix sort, O(n)) and cutting that order at Morton
 // cell boundaries into a tree of bounding boxes gives both: building is a few
-// linear passes, and the boxes follow the points' density (knn_tree.h).
+// linear passes, and the boxes follow the points' density (knn/tree.h).
 // Queries are visited in the same Morton order, so consecutive queries touch
 // the same tree nodes, and each search starts from the previous one's k-th
 // distance.  Measured at k = 16 on one thread (bench/run.py, 4,096 to
@@ -13,17 +13,23 @@
 // scipy.spatial.cKDTree build + query and 0.25-0.7 of pykdtree's.
 #include "knn_query.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
-#include "knn_morton.h"
-#include "knn_nearest.h"
-#include "knn_tree.h"
+#include "knn/morton.h"
+#include "knn/nearest.h"
+#include "knn/tree.h"
 
 namespace customops {
 namespace {
 
 constexpr const char* kOp = "knn_query";
+
+// Coordinates per block of the finiteness check (one flag each).
+constexpr int64_t kFiniteBlock = 1 << 14;
 
 // Larger nsample is refused before the caller allocates (m, nsample)
 // outputs; neighbourhoods in point-cloud networks use tens of points.
@@ -46,6 +52,39 @@ void check_offsets(const char* name, const int32_t* values, int64_t count,
   }
   check(values[count - 1] == total, kOp, "the last value of ", name,
         " must equal ", total_name, " = ", total, ", got ", values[count - 1]);
+}
+
+// Refuses points with a NaN or infinite coordinate, naming the first one.
+// Such a point has no distance to order by, and would poison the bounding
+// boxes of its tree (a NaN box admits nothing: half a cloud went unsearched).
+void check_finite(const char* name, const float* points, int64_t count,
+                  const ParallelFor& parallel_for) {
+  // A float is NaN or infinite when its exponent bits are all ones.  OR-ing
+  // that test over a block vectorises (an early exit would not), so the pass
+  // costs little beside the tree build; the slow search for the first bad
+  // coordinate runs only in a block known to hold one.
+  const int64_t values = 3 * count;
+  const int64_t blocks = (values + kFiniteBlock - 1) / kFiniteBlock;
+  std::vector<char> bad(static_cast<size_t>(blocks), 0);
+  parallel_for(blocks, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; ++block) {
+      const int64_t stop = std::min(values, (block + 1) * kFiniteBlock);
+      uint32_t any = 0;
+      for (int64_t i = block * kFiniteBlock; i < stop; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, points + i, sizeof bits);
+        any |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+      }
+      bad[block] = static_cast<char>(any);
+    }
+  });
+  for (int64_t block = 0; block < blocks; ++block) {
+    if (!bad[block]) continue;
+    for (int64_t i = block * kFiniteBlock;; ++i) {
+      check(std::isfinite(points[i]), kOp, name, " must be finite (no NaN or inf), got ",
+            points[i], " at ", name, "[", i / 3, ", ", i % 3, "]");
+    }
+  }
 }
 
 bool is_points_shape(const Shape& shape) {
@@ -140,6 +179,8 @@ void knn_query(const float* xyz, const int32_t* offset, int64_t n,
                const float* new_xyz, const int32_t* new_offset, int64_t m,
                int64_t b, int64_t nsample, int32_t* idx, float* dist,
                const ParallelFor& parallel_for) {
+  check_finite("xyz", xyz, n, parallel_for);
+  if (new_xyz != xyz) check_finite("new_xyz", new_xyz, m, parallel_for);
   if (m == 0) return;
   const knn::Forest forest = knn::build_forest(xyz, offset, n, b, parallel_for);
   if (nsample <= knn::SortedNearest::kMaxK) {

@@ -13,6 +13,11 @@
 // Distances are compared in double precision, so the order matches
 // scipy.spatial.cKDTree on the same float32 points.  Where a cloud has fewer
 // than nsample points the rest of the row is idx = -1, dist = +inf.
+// Every coordinate of xyz and new_xyz must be finite: a NaN or infinite one
+// is refused (std::invalid_argument naming the argument and the first bad
+// row), as scipy.spatial.cKDTree refuses such points.  A NaN has no distance
+// to sort by, and any rule for it (skip the point, never match the query)
+// would return a plausible answer for what is almost always an upstream bug.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +36,9 @@ void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
                      int64_t nsample);
 
 // Fills idx and dist (m * nsample each).  Call knn_query_check first.
+// Throws std::invalid_argument, before writing anything, when a coordinate
+// of xyz or new_xyz is NaN or infinite (its values are read here, not by the
+// check, which sees only shapes and offsets).
 void knn_query(const float* xyz, const int32_t* offset, int64_t n,
                const float* new_xyz, const int32_t* new_offset, int64_t m,
                int64_t b, int64_t nsample, int32_t* idx, float* dist,

@@ -1,7 +1,6 @@
 // custom::deform_conv2d on ONNX Runtime's CPU provider, for float, double and
 // float16 tensors: one kernel per type under the one op name, and ORT picks
 // the kernel whose declared types match the node's (all inputs one type).
-#include <type_traits>
 #include <vector>
 
 #include "ops.h"
@@ -9,12 +8,6 @@
 
 namespace customops::ort {
 namespace {
-
-template <typename T>
-constexpr ONNXTensorElementDataType kOnnxType =
-    std::is_same_v<T, float>    ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT
-    : std::is_same_v<T, double> ? ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE
-                                : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
 
 template <typename T>
 struct DeformConv2d {

@@ -1,14 +1,20 @@
-// The operators of the custom domain, one function per op file.
+// The operators of the custom domain, one function per op file, and what an
+// op file needs: the classic op template, its tensors, attributes and the
+// session's thread pool.
 #pragma once
 
 #include <vector>
 
-#include "ort_support.h"
-#define ORT_API_MANUAL_INIT
-#include <onnxruntime_lite_custom_op.h>
-#undef ORT_API_MANUAL_INIT
+#include "attributes.h"
+#include "classic_op.h"
+#include "thread_pool.h"
+#include "values.h"
 
 namespace customops::ort {
+
+// The ops' ONNX domain (customops/ort.py DOMAIN in Python).  Kernels are
+// registered without a version range, so they serve every version of it.
+inline constexpr const char* kDomain = "custom";
 
 // One kernel per input type (float, double, float16), all named my_add.
 std::vector<OrtCustomOp*> my_add_ops();

@@ -143,9 +143,11 @@ std::tuple<at::Tensor, at::Tensor> knn_query_op(int64_t nsample, const at::Tenso
   const int64_t m = queries.size(0);
   at::Tensor idx = at::empty({m, nsample}, xyz.options().dtype(at::kInt));
   at::Tensor dist = at::empty({m, nsample}, xyz.options());
-  knn_query(points.data_ptr<float>(), offset.data_ptr<int32_t>(), points.size(0),
-            queries.data_ptr<float>(), query_offset.data_ptr<int32_t>(), m, offset.size(0),
-            nsample, idx.data_ptr<int32_t>(), dist.data_ptr<float>(), torch_parallel_for);
+  checked([&] {  // refuses non-finite points, which only the kernel reads
+    knn_query(points.data_ptr<float>(), offset.data_ptr<int32_t>(), points.size(0),
+              queries.data_ptr<float>(), query_offset.data_ptr<int32_t>(), m, offset.size(0),
+              nsample, idx.data_ptr<int32_t>(), dist.data_ptr<float>(), torch_parallel_for);
+  });
   return {idx, dist};
 }
 

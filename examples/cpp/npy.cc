@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -143,9 +144,19 @@ size_t item_size(const std::string& dtype) {
 }
 
 Array load(const std::string& path) {
+  // A directory opens as a stream on Linux, and reading it throws
+  // basic_filebuf's own message, without the path.
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored))
+    throw Error(path + ": is a directory, not a .npy file");
   std::ifstream file(path, std::ios::binary);
   if (!file) throw Error(path + ": cannot open (" + std::strerror(errno) + ")");
-  const std::string bytes{std::istreambuf_iterator<char>(file), {}};
+  std::string bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(file), {});
+  } catch (const std::exception& e) {
+    throw Error(path + ": cannot read (" + e.what() + ")");
+  }
   if (file.bad()) throw Error(path + ": cannot read");
   const auto* raw = reinterpret_cast<const unsigned char*>(bytes.data());
 

@@ -3,7 +3,11 @@
 //   run_model [--library LIB]... [--builtin] MODEL.onnx NAME=FILE.npy ... --out DIR
 //
 // Reads each input from a .npy file, runs the model on the CPU, writes every
-// output to DIR/<output name>.npy and prints its name, dtype and shape.
+// output to DIR/<output name>.npy and prints its name, dtype and shape.  An
+// output name that is not a plain file name ("a/b") has its other characters
+// replaced by '_'; when two outputs would then share a file ("a/b" and "a_b"),
+// the later one gets a numbered name ("a_b-2.npy").  Either way the printed
+// line ends with "-> FILE.npy" where the file is not <output name>.npy.
 // Custom ops come from shared libraries (--library, any number, loaded with
 // RegisterCustomOpsLibrary) or from the ops compiled into this program
 // (--builtin, added with Ort::CustomOpDomain).  Every error is one line on
@@ -20,6 +24,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -157,6 +162,28 @@ std::string file_name(const std::string& output) {
   return name + ".npy";
 }
 
+// One file name per output, all distinct: the first output with a given
+// file_name keeps it, later ones get "-2", "-3", ... (skipping any name some
+// output has anyway), so no output overwrites another.
+std::vector<std::string> file_names(const std::vector<std::string>& outputs) {
+  std::vector<std::string> names;
+  std::set<std::string> plain, taken;
+  for (const std::string& output : outputs) plain.insert(file_name(output));
+  for (const std::string& output : outputs) {
+    std::string name = file_name(output);
+    if (taken.count(name)) {
+      const std::string stem = name.substr(0, name.size() - 4);  // without ".npy"
+      int k = 2;
+      do {
+        name = stem + "-" + std::to_string(k++) + ".npy";
+      } while (taken.count(name) || plain.count(name));
+    }
+    taken.insert(name);
+    names.push_back(name);
+  }
+  return names;
+}
+
 void prepare_out_dir(const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
@@ -240,6 +267,7 @@ int run(const Arguments& args) {
   std::vector<const char*> output_ptrs;
   for (const std::string& name : output_names) output_ptrs.push_back(name.c_str());
 
+  const std::vector<std::string> files = file_names(output_names);
   prepare_out_dir(args.out);  // before running: a bad directory should not cost a run
   std::vector<Ort::Value> outputs;
   try {
@@ -260,9 +288,9 @@ int run(const Arguments& args) {
     array.shape = info.GetShape();
     const auto* data = static_cast<const char*>(outputs[i].GetTensorRawData());
     array.data.assign(data, data + info.GetElementCount() * npy::item_size(array.dtype));
-    const std::string path = (std::filesystem::path(args.out) / file_name(output_names[i])).string();
-    npy::save(path, array);
-    std::cout << output_names[i] << ": " << array.dtype << " " << shape_text(array.shape) << "\n";
+    npy::save((std::filesystem::path(args.out) / files[i]).string(), array);
+    std::cout << output_names[i] << ": " << array.dtype << " " << shape_text(array.shape)
+              << (files[i] == output_names[i] + ".npy" ? "" : " -> " + files[i]) << "\n";
   }
   return 0;
 }

@@ -1,7 +1,7 @@
 // Private to knn_query.cpp: one bounding-box tree per cloud and the exact
 // k-nearest search over it.
 //
-// A cloud's points are stored in Morton order (knn_morton.h).  A node covers
+// A cloud's points are stored in Morton order (morton.h).  A node covers
 // a run of that order and splits it where the highest Morton bit that
 // differs inside the run flips, i.e. at the middle of its cell along one
 // axis.  A long run of equal codes is first re-sorted on a grid of its own
@@ -19,10 +19,10 @@
 #include <limits>
 #include <vector>
 
-#include "knn_morton.h"
-#include "knn_nearest.h"
-#include "parallel.h"
-#include "simd.h"
+#include "morton.h"
+#include "nearest.h"
+#include "../parallel.h"
+#include "../cpu/simd.h"
 
 namespace customops {
 namespace knn {

@@ -22,7 +22,7 @@ import onnx
 import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
-from customops.ort import library_path
+from ..ort import library_path
 
 # Domains whose ops ORT runs without any custom-op library.
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
@@ -90,6 +90,22 @@ def shown_path(path: str) -> str:
         return os.path.relpath(path)
     except ValueError:  # another drive (Windows)
         return path
+
+
+def takes_path(path) -> bool:
+    """Whether onnxruntime's Python binding can take ``path``: only valid
+    UTF-8 (onnxruntime 1.31.1 raises a TypeError for other bytes)."""
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def printable(path) -> str:
+    """A path as text that prints anywhere: bytes that are not UTF-8 appear
+    as \\xNN escapes (the surrogates Python decodes them to cannot be printed)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def known_libraries() -> list[Library]:
@@ -172,11 +188,22 @@ class Runtime:
         return None if outcome.ok else outcome.message
 
     def max_opset(self, domain: str, below: int) -> int | None:
-        """The highest version of ``domain`` below ``below`` this runtime accepts."""
-        for version in range(below - 1, 0, -1):
-            if self.opset_problem(domain, version) is None:
-                return version
-        return None
+        """The highest version of ``domain`` below ``below`` this runtime
+        accepts: the one ORT names when it refuses ``below`` ("... is till
+        opset 26"), if that loads, else found by bisection (ORT accepts every
+        version up to its highest), so an opset of 10**9 costs about 30 loads,
+        not a billion."""
+        said = re.search(r"is till opset (\d+)", self.opset_problem(domain, below) or "")
+        if said and 0 < int(said[1]) < below and self.opset_problem(domain, int(said[1])) is None:
+            return int(said[1])
+        low, high = 0, below  # low loads (0: none found yet), high does not
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.opset_problem(domain, middle) is None:
+                low = middle
+            else:
+                high = middle
+        return low or None
 
     def library_problem(self, path: str, others=()) -> str | None:
         """ORT's message if registering ``path`` (after ``others``) fails."""

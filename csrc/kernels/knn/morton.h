@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "parallel.h"
+#include "../parallel.h"
 
 namespace customops {
 namespace knn {

@@ -1,97 +1,17 @@
-"""Why a model will not load or run in ONNX Runtime, and how to fix it.
-
-    python -m customops.doctor model.onnx [--library PATH]... [--json]
-
-    from customops.doctor import diagnose
-    print(diagnose("model.onnx", libraries=[customops.ort.library_path()]))
-
-Every verdict comes from the installed onnxruntime itself: the doctor loads
-the model, then one single-node model per distinct node signature (domain,
-op, opset, input types, attributes) with the same libraries registered
-(customops.probe), and reads ORT's own messages.  onnx.defs only supplies
-what the ONNX standard says, such as the opset an op first appeared in.
-Exit status: 0 no error (warnings allowed), 1 errors, 2 the model cannot be
-read.  Needs onnx and onnxruntime only, never torch.
-"""
+"""The doctor's model-level checks: the IR version, the opsets, the custom-op
+libraries, model-local functions and the types of custom ops' outputs."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import re
-import sys
-from dataclasses import asdict, dataclass
 
 import onnx
 from onnx import helper
 
-from customops import probe
-from customops.checks import Finding, NodeChecks, body_problems, domain_name
-from customops.probe import Outcome
-
-
-class ModelReadError(ValueError):
-    """The model file (or bytes) cannot be read as an ONNX model."""
-
-
-@dataclass
-class Diagnosis:
-    """The findings on one model; prints the same text as the command line."""
-
-    model: str
-    onnxruntime: str
-    max_ir_version: int
-    libraries: list
-    findings: list
-
-    @property
-    def errors(self) -> list:
-        return [f for f in self.findings if f.severity == "error"]
-
-    @property
-    def exit_status(self) -> int:
-        return 1 if self.errors else 0
-
-    def __str__(self) -> str:
-        counts = {s: sum(f.severity == s for f in self.findings) for s in ("error", "warning")}
-        libraries = ", ".join(os.path.basename(p) for p in self.libraries) or "none"
-        head = (f"{self.model}: onnxruntime {self.onnxruntime} "
-                f"(reads IR <= {self.max_ir_version}), libraries: {libraries}")
-        body = [line for f in self.findings for line in f.lines()]
-        tail = (f"{counts['error']} error(s), {counts['warning']} warning(s)"
-                + ("" if counts["error"] else ": the model loads"))
-        return "\n".join([head, *body, tail])
-
-    __repr__ = __str__
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self) | {"exit_status": self.exit_status}, indent=2)
-
-
-def read_model(model) -> tuple[onnx.ModelProto, str]:
-    """The ModelProto and a name for it; ModelReadError with one line if unreadable."""
-    if isinstance(model, onnx.ModelProto):
-        return model, model.graph.name or "model"
-    try:
-        if isinstance(model, bytes):
-            proto, name = onnx.load_from_string(model), "model"
-        else:
-            name = os.fspath(model)
-            proto = onnx.load(name)  # also reads external data, checking it is there
-    except FileNotFoundError:
-        raise ModelReadError(f"{model}: no such file") from None
-    except IsADirectoryError:
-        raise ModelReadError(f"{model}: is a directory, not an ONNX file") from None
-    except onnx.checker.ValidationError as error:  # external data missing or outside the folder
-        raise ModelReadError(f"{model}: external data: {str(error).splitlines()[0]}") from None
-    except Exception as error:  # noqa: BLE001  protobuf's DecodeError and friends
-        raise ModelReadError(f"{model}: not a readable ONNX model (truncated or corrupt?): "
-                             f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
-                             ) from None
-    if not proto.opset_import and not proto.graph.node and not proto.ir_version:
-        raise ModelReadError(f"{model}: not an ONNX model (no IR version, opsets or nodes)")
-    return proto, name
+from . import probe
+from .findings import Finding, domain_name, since_versions
+from .probe import Outcome
 
 
 def _ir_needed(opsets: dict) -> tuple[int, str]:
@@ -107,7 +27,7 @@ def _ir_needed(opsets: dict) -> tuple[int, str]:
     return max(needs)
 
 
-def _model_checks(model, rt: probe.Runtime) -> list[Finding]:
+def model_checks(model, rt: probe.Runtime) -> list[Finding]:
     findings = []
     max_ir = rt.max_ir_version
     opsets = {o.domain: o.version for o in model.opset_import}
@@ -210,7 +130,7 @@ def output_type_findings(model: onnx.ModelProto, inferred: dict) -> list[Finding
     return findings
 
 
-def _check_libraries(paths, rt: probe.Runtime) -> tuple[list[str], list[Finding]]:
+def check_libraries(paths, rt: probe.Runtime) -> tuple[list[str], list[Finding]]:
     """The libraries that register (together), and a finding for each that does not."""
     accepted, findings = [], []
     for path in map(os.fspath, paths):
@@ -221,63 +141,30 @@ def _check_libraries(paths, rt: probe.Runtime) -> tuple[list[str], list[Finding]
         together = " together with the ones before it" if accepted and \
             rt.library_problem(path) is None else ""
         findings.append(Finding(
-            "error", "library", f"library {path} cannot be registered{together}", ort=problem,
+            "error", "library", f"library {probe.printable(path)} cannot be registered{together}",
+            ort=problem,
             fix=("register only one library per custom domain" if together else
+                 "onnxruntime's Python binding takes only UTF-8 paths: rename the file or "
+                 "link it under a UTF-8 name" if not probe.takes_path(path) else
                  "check the path, and that the library was built for this onnxruntime")))
     return accepted, findings
 
 
-def diagnose(model, libraries=()) -> Diagnosis:
-    """Every problem the installed onnxruntime has with ``model`` (a path,
-    serialized bytes or an onnx.ModelProto) when ``libraries`` (custom-op
-    library paths) are registered, each with its fix.  Raises ModelReadError
-    if the model cannot be read."""
-    proto, name = read_model(model)
-    rt = probe.Runtime()
-    libraries, findings = _check_libraries(libraries, rt)
-    findings += _model_checks(proto, rt)
-    nodes = NodeChecks(proto, rt, libraries)
-    refused = {f.op for f in findings if f.kind == "opset"}  # every node probe would fail too
-    if not refused & {domain_name(d) for d in probe.STANDARD_DOMAINS}:
-        findings += nodes.run()
-    # The whole graph, as the deployment will load it: from the file (ORT reads any
-    # external data itself), or a copy at an IR version this runtime reads.
-    whole = model if isinstance(model, (str, os.PathLike)) else proto
-    if proto.ir_version > rt.max_ir_version:
-        whole = onnx.ModelProto()
-        whole.CopyFrom(proto)
-        whole.ir_version = rt.max_ir_version
-    whole = rt.load(whole, libraries, optimize=True)
-    findings += function_findings(proto, nodes.probes, whole)
-    findings += output_type_findings(proto, nodes.inferred)
-    if not whole.ok and not any(f.severity == "error" for f in findings):
-        findings.append(Finding("error", "load", "the whole model does not load, although "
-                                "each node does on its own", ort=whole.message,
-                                fix="read ORT's message: it names the node"))
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: order[f.severity])
-    return Diagnosis(name, rt.version, rt.max_ir_version, libraries, findings)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m customops.doctor",
-        description="Explain why an ONNX model will not load or run in the installed "
-                    "onnxruntime, and how to fix it.")
-    parser.add_argument("model", help="the .onnx file")
-    parser.add_argument("--library", action="append", default=[], metavar="PATH",
-                        help="a custom-op library to register, as the deployment would "
-                             "(repeatable)")
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
-    args = parser.parse_args(argv)
-    try:
-        diagnosis = diagnose(args.model, args.library)
-    except ModelReadError as error:
-        print(f"customops.doctor: {error}", file=sys.stderr)
-        return 2
-    print(diagnosis.to_json() if args.json else diagnosis)
-    return diagnosis.exit_status
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def body_problems(function: onnx.FunctionProto, model_opsets: dict) -> dict:
+    """(op, domain) -> ({"the function": version, "the model": version} where
+    the op is missing, later versions that have it), for the standard ops of
+    the function's body.  Both imports count: ORT inlines the body at the
+    model's opset (measured with onnxruntime 1.31.1)."""
+    imports = {o.domain: o.version for o in function.opset_import}
+    problems = {}
+    for node in function.node:
+        if node.domain not in probe.STANDARD_DOMAINS:
+            continue
+        for who, opsets in (("the function", imports), ("the model", model_opsets)):
+            version = opsets.get(node.domain, opsets.get("ai.onnx"))
+            if version is not None and not onnx.defs.has(node.op_type, version, node.domain):
+                missing, _ = problems.setdefault((node.op_type, node.domain), ({}, None))
+                missing[who] = version
+                later = [v for v in since_versions(node.op_type, node.domain) if v > version]
+                problems[node.op_type, node.domain] = (missing, tuple(later))
+    return problems
