@@ -14,7 +14,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # JupyterLab refuses to run as root unless told (containers often are root).
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup lab test cpp headers ort-venvs notebooks bench sanitize clean
+.PHONY: setup lab test cpp headers ort-venvs torch-cluster notebooks bench sanitize clean
 
 setup: $(BUILT)
 
@@ -30,6 +30,22 @@ $(DEPS): requirements.txt | $(PY)
 $(BUILT): $(DEPS) $(SOURCES)
 	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
 	touch $@
+
+# The real torch_cluster (seed 002's package) for notebook 04, which otherwise
+# runs its grid section on notebooks/torch_cluster_standin.py.  PyPI has only
+# its source: pip compiles it against the venv's torch (12+ minutes on 2 cores),
+# CPU kernels only.  "There" means it imports at this version against this
+# torch: nothing happens then; after a torch change it no longer loads, and it
+# is rebuilt (--no-cache-dir: pip's cached wheel was built against the old torch).
+TORCH_CLUSTER := 1.6.3
+TORCH_CLUSTER_THERE := import torch_cluster as t; assert t.__version__ == '$(TORCH_CLUSTER)', t.__version__
+
+torch-cluster: $(DEPS)
+	@if ! $(PY) -c "$(TORCH_CLUSTER_THERE)" 2>/dev/null; then \
+	  echo "building torch-cluster $(TORCH_CLUSTER) from source against the venv's torch (12+ minutes)"; \
+	  FORCE_ONLY_CPU=1 $(PY) -m pip install --quiet --no-build-isolation --no-deps --no-cache-dir \
+	    --force-reinstall torch-cluster==$(TORCH_CLUSTER) && $(PY) -c "$(TORCH_CLUSTER_THERE)"; \
+	fi
 
 # Everything a notebook needs to run top to bottom, built before JupyterLab
 # starts (tests/test_lab.py checks this list against what the notebooks use):
