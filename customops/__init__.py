@@ -18,6 +18,7 @@ _LAZY = {
     "knn_query": "ops",
     "KNNQuery": "ops",
     "deform_conv2d": "ops",
+    "DeformConv2d": "ops",
 }
 
 # submodules, importable as attributes: customops.ort, customops.verify, ...

@@ -13,7 +13,7 @@ import torch
 
 from . import _C  # noqa: F401  (registers torch.ops.customops.*)
 
-__all__ = ["my_add", "knn_query", "KNNQuery", "deform_conv2d"]
+__all__ = ["my_add", "knn_query", "KNNQuery", "deform_conv2d", "DeformConv2d"]
 
 
 # --- checks the fake implementations share with the C++ binding ------------------
@@ -138,6 +138,42 @@ def _(nsample, xyz, offset, new_xyz=None, new_offset=None):
     return idx, xyz.new_empty((m, nsample))
 
 
+def _knn_dist_backward(grad_dist, xyz, new_xyz, idx):
+    """Gradients of dist = |query - xyz[idx]| for xyz and new_xyz (None when the
+    queries are xyz, which then gets both shares).  The derivative of a distance
+    is the unit vector from the neighbour to the query; where the two coincide
+    (dist 0) the norm has none, and the gradient is 0 (pytorch3d's knn_points
+    and torch.linalg.norm do the same).  Padding (idx -1, dist +inf) depends on
+    no point: 0.  Written with differentiable torch ops, so double backward works."""
+    queries = xyz if new_xyz is None else new_xyz
+    rows = idx.long().clamp(min=0)
+    diff = queries.unsqueeze(1) - xyz[rows]                        # (m, nsample, 3)
+    norm = torch.linalg.vector_norm(diff, dim=2, keepdim=True)
+    use = (idx >= 0).unsqueeze(2) & (norm > 0)
+    grad = torch.where(use, grad_dist.unsqueeze(2) * diff / torch.where(use, norm, 1), 0)
+    grad_xyz = torch.zeros_like(xyz).index_add(0, rows.flatten(), -grad.flatten(0, 1))
+    grad_queries = grad.sum(1)
+    if new_xyz is None:
+        return grad_xyz + grad_queries, None
+    return grad_xyz, grad_queries
+
+
+def _knn_setup_context(ctx, inputs, output):
+    _, xyz, _, new_xyz, _ = inputs
+    ctx.save_for_backward(xyz, new_xyz, output[0])
+
+
+def _knn_backward(ctx, grad_idx, grad_dist):
+    grad_xyz, grad_new_xyz = _knn_dist_backward(grad_dist, *ctx.saved_tensors)
+    return None, grad_xyz, None, grad_new_xyz, None
+
+
+# dist is differentiable with respect to xyz and new_xyz (idx, an integer, is not),
+# for torch.ops.customops.knn_query as for KNNQuery below.
+torch.library.register_autograd("customops::knn_query", _knn_backward,
+                                setup_context=_knn_setup_context)
+
+
 class KNNQuery(torch.autograd.Function):
     """k nearest neighbours of packed point clouds (the seeds' KNNQuery).
 
@@ -153,8 +189,11 @@ class KNNQuery(torch.autograd.Function):
     @staticmethod
     def forward(ctx, nsample, xyz, offset, new_xyz=None, new_offset=None):
         idx, dist = torch.ops.customops.knn_query(nsample, xyz, offset, new_xyz, new_offset)
-        ctx.mark_non_differentiable(idx, dist)
+        ctx.mark_non_differentiable(idx)
+        ctx.save_for_backward(xyz, new_xyz, idx)
         return idx, dist
+
+    backward = staticmethod(_knn_backward)  # the op's own (above): dist to xyz and new_xyz
 
     @staticmethod
     def symbolic(g, nsample, xyz, offset, new_xyz=None, new_offset=None):
@@ -165,7 +204,9 @@ class KNNQuery(torch.autograd.Function):
 
 def knn_query(nsample: int, xyz, offset, new_xyz=None, new_offset=None):
     """idx (m, nsample) int32 and dist (m, nsample) float32; see csrc/kernels/knn_query.h.
-    xyz and new_xyz are float32 in any layout, offsets int32 or int64."""
+    xyz and new_xyz are float32 in any layout, offsets int32 or int64.  dist is
+    differentiable with respect to xyz and new_xyz (0 where a query coincides
+    with its neighbour); idx is not."""
     return KNNQuery.apply(nsample, xyz, offset, new_xyz, new_offset)
 
 
@@ -322,3 +363,48 @@ def deform_conv2d(input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0
         input, weight, offset, mask, bias, pair(stride), pair(padding), pair(dilation),
         groups, offset_groups,
     )
+
+
+# --- DeformConv2d ---------------------------------------------------------------
+
+
+class DeformConv2d(torch.nn.Module):
+    """``torchvision.ops.DeformConv2d`` on our kernel: the same constructor,
+    attributes, parameters (``weight``, ``bias``), initialisation and
+    ``state_dict`` keys, so a torchvision checkpoint loads into it, and the same
+    ``forward(input, offset, mask=None)``.  It exports (with
+    ``customops.translations.TABLE``) to one ``custom::deform_conv2d`` node."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True):
+        super().__init__()
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        pair = torch.nn.modules.utils._pair
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size, self.stride = pair(kernel_size), pair(stride)
+        self.padding, self.dilation = pair(padding), pair(dilation)
+        self.weight = torch.nn.Parameter(
+            torch.empty(out_channels, in_channels // groups, *self.kernel_size))
+        self.bias = torch.nn.Parameter(torch.empty(out_channels)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # torchvision's (and nn.Conv2d's): the same draws, so a seed gives the same weights
+        torch.nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)
+        if self.bias is not None:
+            fan_in = self.weight[0].numel()
+            torch.nn.init.uniform_(self.bias, -fan_in ** -0.5, fan_in ** -0.5)
+
+    def forward(self, input, offset, mask=None):
+        return deform_conv2d(input, offset, self.weight, self.bias, stride=self.stride,
+                             padding=self.padding, dilation=self.dilation, mask=mask)
+
+    def extra_repr(self) -> str:
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        s += f", padding={self.padding}" if self.padding != (0, 0) else ""
+        s += f", dilation={self.dilation}" if self.dilation != (1, 1) else ""
+        s += f", groups={self.groups}" if self.groups != 1 else ""
+        return s + (", bias=False" if self.bias is None else "")

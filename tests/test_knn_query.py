@@ -181,3 +181,102 @@ def test_export_refuses_float64_points_while_tracing():
     with pytest.raises(RuntimeError) as real:
         customops.knn_query(3, xyz, offset)
     assert str(real.value) in str(raised.value)
+
+
+# --- the gradient of dist -------------------------------------------------------
+
+
+def reference_dist(xyz, new_xyz, idx):
+    """dist recomputed by plain torch ops from the kernel's idx (padding left
+    at 0): torch's own autograd of it is the reference gradient."""
+    queries = xyz if new_xyz is None else new_xyz
+    return torch.linalg.vector_norm(queries.unsqueeze(1) - xyz[idx.long().clamp(min=0)], dim=2)
+
+
+@pytest.mark.parametrize("with_queries", [False, True], ids=["self", "queries"])
+def test_dist_gradient_matches_torch_autograd_in_float64(rng, with_queries):
+    """Our backward against torch's autograd of the same distances in float64,
+    with a cloud smaller than nsample (padding gets no gradient)."""
+    xyz, offset = (torch.from_numpy(a) for a in random_clouds(rng, [40, 5, 25]))
+    new_xyz, new_offset = ((torch.from_numpy(a) for a in random_clouds(rng, [7, 3, 9]))
+                           if with_queries else (None, None))
+    points = [t for t in (xyz, new_xyz) if t is not None]
+    leaves = [t.requires_grad_() for t in points]
+    leaves64 = [t.detach().double().requires_grad_() for t in points]
+    idx, dist = customops.knn_query(8, xyz, offset, new_xyz, new_offset)
+    assert idx.grad_fn is None and not idx.requires_grad and dist.requires_grad
+    real = idx >= 0                       # a loss over the real neighbours, not the padding
+    assert not real.all()
+    weight = torch.randn(dist.shape, dtype=torch.float64)
+    ours = torch.autograd.grad((dist[real].double() * weight[real]).sum(), leaves)
+    reference = reference_dist(leaves64[0], leaves64[1] if with_queries else None, idx)
+    expected = torch.autograd.grad((reference[real] * weight[real]).sum(), leaves64)
+    for got, want in zip(ours, expected):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+        assert want.abs().max() > 0.1
+
+
+@pytest.mark.filterwarnings("ignore:Input #:UserWarning")  # float32 inputs, on purpose
+@pytest.mark.parametrize("with_queries", [False, True], ids=["self", "queries"])
+def test_gradcheck(rng, with_queries):
+    """The forward takes float32 only (no float64 gradcheck): finite differences
+    with a 1e-3 step, on clouds where no two distances from one query are within
+    0.02 (so the step cannot change the neighbour order), for both entry points
+    (the op and KNNQuery), and the double backward."""
+    new_offset = torch.tensor([2, 3], dtype=torch.int32) if with_queries else None
+    while True:
+        xyz, offset = (torch.from_numpy(a) for a in random_clouds(rng, [6, 4]))
+        new_xyz = xyz[[0, 2, 7]] + 0.05 * torch.randn(3, 3) if with_queries else None
+        dist = customops.knn_query(4, xyz, offset, new_xyz, new_offset)[1]
+        if dist.diff(dim=1).nan_to_num(nan=1.0).min() > 0.02:   # inf - inf: nan
+            break
+    leaves = tuple(t.requires_grad_() for t in (xyz, new_xyz) if t is not None)
+    for knn in (torch.ops.customops.knn_query, customops.knn_query):
+        def dist(*points):
+            return knn(4, points[0], offset, points[1] if with_queries else None, new_offset)[1]
+        assert torch.autograd.gradcheck(dist, leaves, eps=1e-3, atol=1e-3, rtol=1e-2)
+        assert torch.autograd.gradgradcheck(dist, leaves, eps=1e-3, atol=1e-3, rtol=1e-2)
+
+
+def test_gradient_is_zero_not_nan_where_points_coincide():
+    """A query on a point of the cloud (dist 0; |x| has no derivative at 0), and
+    a self-query, where every point is its own first neighbour."""
+    xyz = torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 2, 0]], requires_grad=True)
+    offset = torch.tensor([3], dtype=torch.int32)
+    new_xyz = torch.tensor([[1.0, 0, 0]], requires_grad=True)   # on point 1
+    _, dist = customops.knn_query(2, xyz, offset, new_xyz, offset.new_tensor([1]))
+    dist.sum().backward()
+    # only the second neighbour (point 0, at distance 1 along -x) pulls
+    assert new_xyz.grad.tolist() == [[1.0, 0.0, 0.0]]
+    assert xyz.grad.tolist() == [[-1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    xyz.grad = None
+    _, dist = customops.knn_query(1, xyz, offset)                # each point finds itself
+    dist.sum().backward()
+    assert (dist == 0).all() and xyz.grad.tolist() == [[0.0] * 3] * 3
+
+
+def test_opcheck_with_gradients(rng):
+    """opcheck without its AOT test, whose harness sums the outputs into the
+    first one's dtype (idx: int) and fails on any op with an int output first
+    (torch 2.14.1); the next test compiles a training step instead."""
+    xyz, offset = (torch.from_numpy(a) for a in random_clouds(rng, [20, 12]))
+    torch.library.opcheck(torch.ops.customops.knn_query.default,
+                          (5, xyz.requires_grad_(), offset, None, None),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+@pytest.mark.parametrize("knn", [torch.ops.customops.knn_query, customops.knn_query],
+                         ids=["op", "KNNQuery"])
+def test_compiled_training_step_has_the_gradient(rng, knn):
+    """torch.compile (AOT autograd) traces the backward, the op's and KNNQuery's."""
+    xyz, offset = (torch.from_numpy(a) for a in random_clouds(rng, [30, 12]))
+
+    def loss(points):
+        return knn(4, points, offset)[1].sum()
+
+    eager = torch.autograd.grad(loss(xyz.requires_grad_()), xyz)[0]
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    got = torch.autograd.grad(compiled(xyz), xyz)[0]
+    torch.testing.assert_close(got, eager, rtol=0, atol=0)
+    assert eager.abs().max() > 0.1
