@@ -57,6 +57,7 @@ torch.library.register_autograd("customops::my_add", _my_add_backward)
 
 # --- knn_query ----------------------------------------------------------------
 
+
 @torch.library.register_fake("customops::knn_query")
 def _(nsample, xyz, offset, new_xyz=None, new_offset=None):
     # The offsets' values are only seen at run time.
