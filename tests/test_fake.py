@@ -3,7 +3,7 @@
 * ``torch.library.opcheck`` on every sample call of tests/optable.py: the
   schema, the fake (meta) kernel against the real one (shapes, dtypes,
   strides), autograd registration, and tracing with dynamic shapes.
-* The fake kernels run the C++ checks that need no tensor data: every bad
+* The fake kernels repeat the C++ checks that need no tensor data: every bad
   call of the table that PyTorch refuses is refused by the fake kernel too,
   with the same message, unless its error depends on tensor values
   (offsets), which only the real kernel sees.
