@@ -1,6 +1,7 @@
-"""Links and cross-references between the notebooks resolve: a markdown link's
-file exists (a notebook must be one of the course, COURSE), its `#anchor` is an
-`<a id="...">` or a heading of the target (notebooks/README.md too), and a reference in words
+"""Links and cross-references resolve, in the notebooks, notebooks/README.md, the
+README and docs/*.md: a markdown link's file exists (a notebook must be one of
+the course, COURSE), its `#anchor` is an `<a id="...">` of the target or, for
+links between the notebooks, a heading of it, and a reference in words
 ("notebook 04, section 2", "section 3", "part 5", "[05](05_knn_query.ipynb),
 section 3") names a notebook of the course and a numbered heading it has."""
 
@@ -33,12 +34,13 @@ def slug(heading):
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
+def ids(path):
+    return {a for _, source in markdown(path) for a in re.findall(r'<a id="([^"]+)"', source)}
+
+
 def anchors(path):
-    found = set()
-    for _, source in markdown(path):
-        found.update(re.findall(r'<a id="([^"]+)"', source))
-        found.update(slug(h) for h in re.findall(r"^#+\s+(.+)$", source, re.MULTILINE))
-    return found
+    return ids(path) | {slug(h) for _, source in markdown(path)
+                        for h in re.findall(r"^#+\s+(.+)$", source, re.MULTILINE)}
 
 
 def numbered_sections(path):
@@ -51,18 +53,26 @@ def course_notebook(number):
     return NOTEBOOKS / f"{stems[0]}.ipynb" if stems else None
 
 
-@pytest.mark.parametrize("path", PATHS + [NOTEBOOKS / "README.md"], ids=lambda p: p.name)
+# The pages outside notebooks/ link notebook cells by their <a id> alone: heading
+# anchors differ between GitHub and JupyterLab.
+PAGES = [NOTEBOOKS.parent / "README.md", *sorted((NOTEBOOKS.parent / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("path", PATHS + [NOTEBOOKS / "README.md"] + PAGES, ids=lambda p: p.name)
 def test_links_resolve(path):
     for i, source in markdown(path):
         for target in LINK.findall(source):
             if re.match(r"[a-z]+:", target):  # https:, mailto:
                 continue
             file, _, anchor = unquote(target).partition("#")
-            linked = (NOTEBOOKS / file).resolve() if file else path
+            linked = (path.parent / file).resolve() if file else path
             assert linked.exists(), f"{path.name}, cell {i}: {target} does not exist"
             if linked.suffix == ".ipynb":
                 assert linked.parent == NOTEBOOKS and linked.stem in COURSE, \
                     f"{path.name}, cell {i}: {target} is not a notebook of the course"
+                if path in PAGES:
+                    assert not anchor or anchor in ids(linked), f"{path.name} links {target}"
+                    continue
             if anchor and linked.suffix in (".ipynb", ".md"):
                 assert anchor in anchors(linked), f"{path.name}, cell {i}: {linked.name} has no anchor #{anchor}"
 

@@ -111,14 +111,3 @@ def test_nbval_markers_are_ones_nbval_reads(path):
             if line.strip().startswith("#") and "NBVAL" in line:
                 assert line.strip().lstrip("#").strip() in comment_markers, \
                     f"{path.name}: {line.strip()!r} is not a marker nbval recognises"
-
-
-def test_docs_links_to_notebook_anchors_resolve():
-    """docs/*.md link notebook cells as `../notebooks/NN_name.ipynb#anchor`: each anchor exists."""
-    anchors = {p.name: {a for c in cells(p) for a in re.findall(r'<a id="([^"]+)">', "".join(c["source"]))}
-               for p in PATHS}
-    for page in sorted((NOTEBOOKS.parent / "docs").glob("*.md")):
-        for target, anchor in re.findall(r"\]\(\.\./notebooks/(\d\d_[a-z0-9_]+\.ipynb)(?:#([\w-]+))?\)",
-                                         page.read_text()):
-            assert target in anchors, f"{page.name} links {target}, which does not exist"
-            assert not anchor or anchor in anchors[target], f"{page.name} links {target}#{anchor}"
