@@ -70,7 +70,8 @@ ort-venvs: $(DEPS)
 	  $(PY) tools/ort_venv.py $$version > /dev/null || exit 1; \
 	done
 
-test: setup cpp $(CHROMIUM)
+# The notebooks run as tests, so they need what they need in JupyterLab.
+test: $(NOTEBOOK_NEEDS)
 	$(PY) -m pytest
 
 # The C++ application examples/cpp -> build/cpp/run_model, linked against the

@@ -18,6 +18,7 @@ ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT / "tools"))
 import ort_headers  # noqa: E402
 
+TORCH_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/torch").glob("*.cpp"))
 KERNELS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/kernels").glob("*.cpp"))
 ORT_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/ort").glob("*.cc"))
 ORT_LIBRARY = "customops.libcustomops_ort"
@@ -53,7 +54,7 @@ setup(
     ext_modules=[
         CppExtension(
             "customops._C",
-            sources=["csrc/torch/ops.cpp", *KERNELS],
+            sources=[*TORCH_SOURCES, *KERNELS],
             # at::parallel_for is inline OpenMP: without -fopenmp it runs serially.
             extra_compile_args=[*FLAGS, "-fopenmp"],
             extra_link_args=["-fopenmp"],

@@ -1,75 +1,53 @@
 """The PyTorch side of the operators: torch.ops.customops.* plus Python APIs.
 
 Loading this module loads the compiled extension ``customops._C``, whose
-``TORCH_LIBRARY(customops, m)`` block defines the operators, and registers
-what the C++ side cannot: fake (meta) implementations so that torch.export
-and torch.compile can trace the ops without running them, and my_add's
-gradient.
+``TORCH_LIBRARY_FRAGMENT(customops, m)`` blocks (csrc/torch/<op>.cpp) define
+the operators, and registers what the C++ side cannot: fake (meta)
+implementations so that torch.export and torch.compile can trace the ops
+without running them, and the gradients.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import _C  # noqa: F401  (registers torch.ops.customops.*)
+from . import _C  # registers torch.ops.customops.*; the fake kernels call its checks
 
 __all__ = ["my_add", "knn_query", "KNNQuery", "deform_conv2d", "DeformConv2d"]
 
 
-# --- checks the fake implementations share with the C++ binding ------------------
+# --- fake kernels -------------------------------------------------------------
 #
 # A fake (meta) implementation runs instead of the kernel when torch.export or
-# torch.compile trace a call.  Ours repeat the C++ checks that need no tensor
-# data (device, dtype, rank, shape, nsample), in the same order and with the
-# same words, so that a bad call fails while tracing, not later at run time or
-# in ONNX Runtime.  tests/test_fake.py holds the two to the same messages.
-
-# c10's names for dtypes, as TORCH_CHECK prints them.
-_C10_NAMES = {
-    torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
-    torch.bfloat16: "BFloat16", torch.int8: "Char", torch.uint8: "Byte", torch.int16: "Short",
-    torch.int32: "Int", torch.int64: "Long", torch.bool: "Bool",
-    torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
-}
-
-
-def _dtype_name(dtype):
-    return _C10_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+# torch.compile trace a call.  Ours run the op's own C++ checks, those that
+# need no tensor data (device, dtype, and, when every size is concrete, shapes
+# and attributes), through customops._C: the same code, so the same order and
+# words, and a bad call fails while tracing, not later at run time or in ONNX
+# Runtime.  tests/test_fake.py holds fake and real to the same messages.
+#
+# With symbolic sizes (dynamic shapes) the C++ checks cannot run: the fake
+# then states the equalities its output shape rests on (b has a's shape, a
+# point has 3 coordinates, ...) with torch._check, so that export refuses
+# dynamic dimensions that break them ("must always be equal", "specialized it
+# to be a constant") instead of building a graph the kernel refuses at run
+# time.  Inequalities (a kernel that fits the padded input, size limits) are
+# left to run time: stated on a symbol, they would narrow its range.
 
 
-def _dtype_names(dtypes):
-    names = [_dtype_name(d) for d in dtypes]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+def _all_int(*values):
+    """True when attributes are plain ints (not SymInts), as the C++ checks take them."""
+    return all(type(v) is int for v in values)
 
 
-def _shape_values(values):
-    return "[" + ", ".join(str(v) for v in values) + "]"
-
-
-def _shape(t):
-    return _shape_values(t.shape)
-
-
-# my_add and deform_conv2d: float16 is computed in float32 and rounded once.
-FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16)
-
-
-def _check_same_dtype(t, op, name, reference, dtype):
-    """check_same_dtype in csrc/torch/ops.cpp."""
-    torch._check(t.dtype == dtype, lambda: f"{op}: {name} must have the dtype of {reference}, "
-                 f"{_dtype_name(dtype)}, got {_dtype_name(t.dtype)}")
-
-
-def _check_tensor(t, op, name, dtypes):
-    """check_tensor in csrc/torch/ops.cpp: device, then dtype."""
-    torch._check(t.device.type == "cpu",
-                 lambda: f"{op}: {name} must be a CPU tensor, got {t.device}")
-    torch._check(t.dtype in dtypes,
-                 lambda: f"{op}: {name} must be {_dtype_names(dtypes)}, got {_dtype_name(t.dtype)}")
+def _check_shape(t, expected, message):
+    """torch._check that t has the shape `expected`, one size at a time (a
+    symbolic size is then related to another, never guarded as a whole)."""
+    torch._check(t.dim() == len(expected), lambda: message)
+    for size, want in zip(t.shape, expected):
+        torch._check(size == want, lambda: message)
 
 
 # --- my_add -----------------------------------------------------------------
-
 
 
 def my_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -80,11 +58,8 @@ def my_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @torch.library.register_fake("customops::my_add")
 def _(a, b):
-    _check_tensor(a, "my_add", "a", FLOAT_DTYPES)
-    _check_tensor(b, "my_add", "b", FLOAT_DTYPES)
-    _check_same_dtype(b, "my_add", "b", "a", a.dtype)
-    torch._check(a.shape == b.shape,
-                 lambda: f"my_add: b must have the shape of a {_shape(a)}, got {_shape(b)}")
+    if _C.my_add_fake_check(a, b) is None:  # symbolic sizes
+        _check_shape(b, a.shape, "my_add: b must have the shape of a")
     return a.new_empty(a.shape)
 
 
@@ -97,45 +72,22 @@ torch.library.register_autograd("customops::my_add", _my_add_backward)
 
 # --- knn_query ----------------------------------------------------------------
 
-OFFSET_DTYPES = (torch.int32, torch.int64)
-# csrc/kernels/knn_query.cpp
-KNN_MAX_NSAMPLE = 65536
-KNN_MAX_OUTPUT_ELEMENTS = 1 << 28
-
 
 @torch.library.register_fake("customops::knn_query")
 def _(nsample, xyz, offset, new_xyz=None, new_offset=None):
-    op = "knn_query"
-    _check_tensor(xyz, op, "xyz", (torch.float32,))
-    _check_tensor(offset, op, "offset", OFFSET_DTYPES)
-    if new_xyz is not None:
-        _check_tensor(new_xyz, op, "new_xyz", (torch.float32,))
-    if new_offset is not None:
-        _check_tensor(new_offset, op, "new_offset", OFFSET_DTYPES)
-    # knn_query_check, in its order; the offsets' values are only seen at run time.
-    torch._check(xyz.dim() == 2 and xyz.shape[1] == 3,
-                 lambda: f"{op}: xyz must have shape (n, 3), got {_shape(xyz)}")
-    torch._check(offset.dim() == 1 and offset.shape[0] >= 1,
-                 lambda: f"{op}: offset must be 1-D with at least one element, got shape "
-                 f"{_shape(offset)}")
-    torch._check((new_xyz is None) == (new_offset is None),
-                 lambda: f"{op}: new_xyz and new_offset must be given together")
-    if new_xyz is not None:
-        torch._check(new_xyz.dim() == 2 and new_xyz.shape[1] == 3,
-                     lambda: f"{op}: new_xyz must have shape (m, 3), got {_shape(new_xyz)}")
-        torch._check(new_offset.shape == offset.shape,
-                     lambda: f"{op}: new_offset must have the shape of offset {_shape(offset)}, "
-                     f"got {_shape(new_offset)}")
-    torch._check(nsample >= 1, lambda: f"{op}: nsample must be at least 1, got {nsample}")
-    torch._check(nsample <= KNN_MAX_NSAMPLE,
-                 lambda: f"{op}: nsample must be at most {KNN_MAX_NSAMPLE}, got {nsample}")
-    m = (new_xyz if new_xyz is not None else xyz).shape[0]
-    if isinstance(m, int):  # a bound on a dynamic m would specialize it: left to run time
-        torch._check(m <= KNN_MAX_OUTPUT_ELEMENTS // nsample,
-                     lambda: f"{op}: m * nsample must be at most {KNN_MAX_OUTPUT_ELEMENTS} "
-                     f"(1 GiB per output), got m = {m}, nsample = {nsample}")
-    idx = xyz.new_empty((m, nsample), dtype=torch.int32)
-    return idx, xyz.new_empty((m, nsample))
+    # The offsets' values are only seen at run time.
+    concrete = _all_int(nsample) and _C.knn_query_fake_check(nsample, xyz, offset, new_xyz,
+                                                             new_offset) is not None
+    if not concrete:
+        torch._check((new_xyz is None) == (new_offset is None),
+                     lambda: "knn_query: new_xyz and new_offset must be given together")
+        _check_shape(xyz, (xyz.shape[0], 3), "knn_query: xyz must have shape (n, 3)")
+        if new_xyz is not None:
+            _check_shape(new_xyz, (new_xyz.shape[0], 3), "knn_query: new_xyz must have shape (m, 3)")
+            _check_shape(new_offset, offset.shape,
+                         "knn_query: new_offset must have the shape of offset")
+    shape = ((new_xyz if new_xyz is not None else xyz).shape[0], nsample)
+    return xyz.new_empty(shape, dtype=torch.int32), xyz.new_empty(shape)
 
 
 def _knn_dist_backward(grad_dist, xyz, new_xyz, idx):
@@ -213,99 +165,58 @@ def knn_query(nsample: int, xyz, offset, new_xyz=None, new_offset=None):
 # --- deform_conv2d ------------------------------------------------------------
 
 
-_INT32_MAX = 2**31 - 1
+def _deform_conv2d_output_shape(input, weight, offset, mask, stride, padding, dilation, groups,
+                                offset_groups):
+    """(N, out_channels, out_h, out_w) by deform_conv2d_check's formula
+    (csrc/kernels/deform_conv2d.cpp), for symbolic sizes, and the equalities
+    it rests on."""
+    torch._check(input.dim() == 4 and weight.dim() == 4,
+                 lambda: "deform_conv2d: input and weight must be 4-D")
+    (n, c, h, w), (out_channels, group_channels, kh, kw) = input.shape, weight.shape
+    torch._check(c == group_channels * groups,
+                 lambda: "deform_conv2d: weight.shape[1] must be C/groups")
+    torch._check(c % offset_groups == 0,
+                 lambda: "deform_conv2d: input channels C must be divisible by offset_groups")
+    out = [(size + 2 * p - d * (k - 1) - 1) // s + 1
+           for size, k, s, p, d in zip((h, w), (kh, kw), stride, padding, dilation)]
+    taps = kh * kw
+    _check_shape(offset, (n, 2 * offset_groups * taps, *out),
+                 "deform_conv2d: offset must have shape (N, 2*offset_groups*kh*kw, out_h, out_w)")
+    if mask is not None:
+        _check_shape(mask, (n, offset_groups * taps, *out),
+                     "deform_conv2d: mask must have shape (N, offset_groups*kh*kw, out_h, out_w)")
+    return (n, out_channels, *out)
 
 
 @torch.library.register_fake("customops::deform_conv2d")
 def _(input, weight, offset, mask, bias, stride, padding, dilation, groups, offset_groups):
-    """The checks of csrc/torch/ops.cpp and deform_conv2d_check
-    (csrc/kernels/deform_conv2d.cpp) in the same order and words, so that
-    torch.export and torch.compile reject a bad call while tracing; then the
-    output (N, O, out_h, out_w) in the input's dtype."""
-
-    # Each condition goes to torch._check on its own (never through `and` or
-    # all(), which would turn a symbolic size into a guard).
-    def check(conditions, *parts):
-        for ok in conditions if isinstance(conditions, list) else [conditions]:
-            torch._check(ok, lambda: "deform_conv2d: " + "".join(str(p) for p in parts))
-
-    _check_tensor(input, "deform_conv2d", "input", FLOAT_DTYPES)
-    for name, t in (("weight", weight), ("offset", offset), ("mask", mask), ("bias", bias)):
-        if t is not None:
-            _check_tensor(t, "deform_conv2d", name, FLOAT_DTYPES)
-            _check_same_dtype(t, "deform_conv2d", name, "input", input.dtype)
-    inp, wt = input.shape, weight.shape
-    check(len(inp) == 4, "input must be 4-D (N, C, H, W), got shape ", _shape_values(inp))
-    check(len(wt) == 4, "weight must be 4-D (out_channels, C/groups, kh, kw), got shape ",
-          _shape_values(wt))
-    for name, values in (("stride", stride), ("padding", padding), ("dilation", dilation)):
-        check(len(values) == 2, name, " must have 2 values (h, w), got ", _shape_values(values))
-    n, c, h, w = inp
-    check([n >= 0, c >= 1, h >= 1, w >= 1],
-          "input must have N >= 0 and C, H, W >= 1, got shape ", _shape_values(inp))
-    check([d >= 1 for d in wt], "weight dimensions must all be >= 1, got shape ",
-          _shape_values(wt))
-    for name, values, low in (("stride", stride, 1), ("padding", padding, 0),
-                              ("dilation", dilation, 1)):
-        check([v >= low for v in values], name, " must be >= ", low, ", got ",
-              _shape_values(values))
-    check(groups >= 1, "groups must be >= 1, got ", groups)
-    check(offset_groups >= 1, "offset_groups must be >= 1, got ", offset_groups)
-    for name, values in (("input shape", inp), ("weight shape", wt), ("stride", stride),
-                         ("padding", padding), ("dilation", dilation)):
-        check([v <= _INT32_MAX for v in values], name, " values must be at most ",
-              _INT32_MAX, ", got ", _shape_values(values))
-    check(h * w <= _INT32_MAX, "input plane H * W must be at most ", _INT32_MAX,
-          ", got shape ", _shape_values(inp))
-    out_channels, kh, kw = wt[0], wt[2], wt[3]
-    check(c % groups == 0, "input channels C = ", c, " must be divisible by groups = ", groups)
-    check(c % offset_groups == 0, "input channels C = ", c,
-          " must be divisible by offset_groups = ", offset_groups)
-    check(out_channels % groups == 0, "weight.shape[0] (out_channels) = ", out_channels,
-          " must be divisible by groups = ", groups)
-    check(wt[1] == c // groups, "weight.shape[1] must be C/groups = ", c // groups, ", got ",
-          wt[1])
-    out = []
-    for axis, size, k, s, p, d in (("height", h, kh, stride[0], padding[0], dilation[0]),
-                                   ("width", w, kw, stride[1], padding[1], dilation[1])):
-        padded, extent = size + 2 * p, d * (k - 1) + 1
-        check(extent <= padded, "kernel ", axis, " extent ", extent,
-              " (dilation * (k - 1) + 1) must fit in the padded input ", axis, " ", padded,
-              " (", axis, " + 2 * padding)")
-        out.append((padded - extent) // s + 1)
-    output_shape = (n, out_channels, *out)
-    count = 1
-    for d in output_shape:  # the running product, as the C++ check computes it
-        count *= d
-        check(count <= 2**60, "output has too many elements (limit 2^60), shape ",
-              _shape_values(output_shape))
-    taps = kh * kw
-    for name, t, expected, layout in (
-            ("offset", offset, (n, 2 * offset_groups * taps, *out),
-             "(N, 2*offset_groups*kh*kw, out_h, out_w)"),
-            ("mask", mask, (n, offset_groups * taps, *out), "(N, offset_groups*kh*kw, out_h, out_w)"),
-            ("bias", bias, (out_channels,), "(out_channels)")):
-        if t is not None:
-            check([t.dim() == len(expected)] + [a == b for a, b in zip(t.shape, expected)],
-                  name, " must have shape ", layout, " = ", _shape_values(expected), ", got ",
-                  _shape_values(t.shape))
-    return input.new_empty(output_shape)
+    shape = None
+    if _all_int(*stride, *padding, *dilation, groups, offset_groups):
+        shape = _C.deform_conv2d_fake_check(input, weight, offset, mask, bias, stride, padding,
+                                            dilation, groups, offset_groups)
+    if shape is None:  # symbolic sizes
+        shape = _deform_conv2d_output_shape(input, weight, offset, mask, stride, padding,
+                                            dilation, groups, offset_groups)
+        if bias is not None:
+            _check_shape(bias, shape[1:2], "deform_conv2d: bias must have shape (out_channels)")
+    return input.new_empty(shape)
 
 
 @torch.library.register_fake("customops::deform_conv2d_backward")
 def _(grad_output, input, weight, offset, mask, stride, padding, dilation, groups, offset_groups):
     """The gradients have the shapes of their inputs; grad_mask that of the
     mask (N, offset_groups*kh*kw, out_h, out_w), given or not."""
-    output = torch.ops.customops.deform_conv2d(input, weight, offset, mask, None, stride,
-                                               padding, dilation, groups, offset_groups)
-    _check_tensor(grad_output, "deform_conv2d_backward", "grad_output", FLOAT_DTYPES)
-    _check_same_dtype(grad_output, "deform_conv2d_backward", "grad_output", "input", input.dtype)
-    for a, b in zip(grad_output.shape, output.shape):
-        torch._check(grad_output.dim() == 4 and a == b,
-                     lambda: "deform_conv2d_backward: grad_output must have the shape of the "
-                     f"output (N, out_channels, out_h, out_w) = {_shape(output)}, got "
-                     f"{_shape(grad_output)}")
-    n, _, out_h, out_w = output.shape
+    shape = None
+    if _all_int(*stride, *padding, *dilation, groups, offset_groups):
+        shape = _C.deform_conv2d_backward_fake_check(grad_output, input, weight, offset, mask,
+                                                     stride, padding, dilation, groups,
+                                                     offset_groups)
+    if shape is None:  # symbolic sizes
+        shape = _deform_conv2d_output_shape(input, weight, offset, mask, stride, padding,
+                                            dilation, groups, offset_groups)
+        _check_shape(grad_output, shape, "deform_conv2d_backward: grad_output must have the "
+                     "shape of the output (N, out_channels, out_h, out_w)")
+    n, _, out_h, out_w = shape
     taps = weight.shape[2] * weight.shape[3]
     return (input.new_empty(input.shape), weight.new_empty(weight.shape),
             offset.new_empty(offset.shape), input.new_empty((n, offset_groups * taps, out_h, out_w)),
@@ -358,7 +269,7 @@ def deform_conv2d(input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0
         raise RuntimeError(
             f"deform_conv2d: offset must have 2*offset_groups*kh*kw channels, a positive "
             f"multiple of 2*kh*kw = {taps} for the {weight.shape[2]}x{weight.shape[3]} kernel, "
-            f"got offset of shape {_shape(offset)}")
+            f"got offset of shape {list(offset.shape)}")
     return torch.ops.customops.deform_conv2d(
         input, weight, offset, mask, bias, pair(stride), pair(padding), pair(dilation),
         groups, offset_groups,

@@ -87,7 +87,7 @@ class Op:
     atol: float = 0.0
     differentiable: bool = False  # has a registered gradient
     torch_free_reference: bool = True  # reference runs without torch (test_deploy's child)
-    fake_checks: bool = True    # its fake kernel repeats the C++ checks (test_fake.py)
+    fake_checks: bool = True    # its fake kernel runs the C++ checks (test_fake.py)
 
     @property
     def input_names(self):

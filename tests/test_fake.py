@@ -3,7 +3,7 @@
 * ``torch.library.opcheck`` on every sample call of tests/optable.py: the
   schema, the fake (meta) kernel against the real one (shapes, dtypes,
   strides), autograd registration, and tracing with dynamic shapes.
-* The fake kernels repeat the C++ checks that need no tensor data: every bad
+* The fake kernels run the C++ checks that need no tensor data: every bad
   call of the table that PyTorch refuses is refused by the fake kernel too,
   with the same message, unless its error depends on tensor values
   (offsets), which only the real kernel sees.
@@ -82,3 +82,57 @@ def test_compile_rejects_a_bad_call_while_tracing(op):
     with pytest.raises(torch._dynamo.exc.TorchRuntimeError) as traced:
         torch.compile(call, backend="eager", fullgraph=True)(*values)
     assert str(real.value) in str(traced.value)
+
+
+class _Call(torch.nn.Module):
+    def __init__(self, op, **attrs):
+        super().__init__()
+        self.op, self.attrs = op, attrs
+
+    def forward(self, *args):
+        return self.op(*args, **self.attrs)
+
+
+def _deform_args(n=2, c=4, h=6, w=5):
+    """input, weight, offset, mask of a 3x3 deform_conv2d with padding 1 (out = in)."""
+    return (torch.rand(n, c, h, w), torch.rand(8, c, 3, 3), torch.rand(n, 18, h, w),
+            torch.rand(n, 9, h, w))
+
+
+_DEFORM_ATTRS = dict(bias=None, stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1,
+                     offset_groups=1)
+Dim = torch.export.Dim
+# (id, op, args, attrs, dynamic shapes that break a relation the kernel checks, message)
+RELATIONS = [
+    ("my_add-b-of-a", torch.ops.customops.my_add, (torch.rand(2, 8), torch.rand(2, 8)), {},
+     ({0: Dim("n")}, {0: Dim("m")}), "must always be equal"),
+    ("knn-xyz-3-columns", torch.ops.customops.knn_query.default,
+     (4, torch.rand(32, 3), torch.tensor([32], dtype=torch.int32)), {},
+     (None, {0: Dim("n"), 1: Dim("c")}, None), "specialized it to be a constant (3)"),
+    ("knn-new_offset-of-offset", torch.ops.customops.knn_query.default,
+     (4, torch.rand(32, 3), torch.tensor([16, 32], dtype=torch.int32), torch.rand(8, 3),
+      torch.tensor([4, 8], dtype=torch.int32)), {},
+     (None, None, {0: Dim("b")}, None, {0: Dim("b2")}), "must always be equal"),
+    ("deform-offset-batch", torch.ops.customops.deform_conv2d.default, _deform_args(),
+     _DEFORM_ATTRS, ({0: Dim("n")}, None, {0: Dim("m")}, {0: Dim("n")}), "must always be equal"),
+    ("deform-mask-height", torch.ops.customops.deform_conv2d.default, _deform_args(),
+     _DEFORM_ATTRS, ({2: Dim("h")}, None, {2: Dim("h")}, {2: Dim("h2")}),
+     "must always be equal"),
+    ("deform-backward-grad", torch.ops.customops.deform_conv2d_backward.default,
+     (torch.rand(2, 8, 6, 5), *_deform_args()),
+     {k: v for k, v in _DEFORM_ATTRS.items() if k != "bias"},
+     ({0: Dim("m")}, {0: Dim("n")}, None, {0: Dim("n")}, {0: Dim("n")}), "must always be equal"),
+]
+
+
+@pytest.mark.parametrize("op,args,attrs,dynamic,message", [pytest.param(*r[1:], id=r[0])
+                                                           for r in RELATIONS])
+def test_export_refuses_dynamic_shapes_that_break_a_relation(op, args, attrs, dynamic, message):
+    """With symbolic sizes the C++ checks cannot run; the fakes state the
+    equalities the kernels check, so export refuses dimensions declared
+    independent (or dynamic) that the kernel would refuse at run time."""
+    module = _Call(op, **attrs)
+    module(*args)  # the example itself is valid
+    with pytest.raises(Exception, match="Constraints violated") as refused:
+        torch.export.export(module, args, dynamic_shapes=(dynamic,))
+    assert message in str(refused.value)

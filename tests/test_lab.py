@@ -92,6 +92,13 @@ def test_the_ort_releases_the_notebooks_run_are_the_ones_make_lab_installs():
     assert used == prepared
 
 
+def test_make_test_builds_what_make_lab_builds():
+    """The notebooks run under nbval in `make test`: from a fresh clone it
+    must build their needs too, not only the package."""
+    rules, _ = database()
+    assert set(rules["lab"]) <= closure("test")
+
+
 def test_the_cpp_program_of_notebook_08_is_what_make_lab_builds():
     """The known case: 08 runs build/cpp/run_model (it stopped with "build the
     C++ program first: make cpp" before lab built it)."""

@@ -141,10 +141,9 @@ void answer_queries(const knn::Forest& forest, const float* new_xyz,
 
 }  // namespace
 
-void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
-                     const int32_t* offset, const OptionalShape& new_xyz_shape,
-                     const OptionalShape& new_offset_shape, const int32_t* new_offset,
-                     int64_t nsample) {
+void knn_query_check_shapes(const Shape& xyz_shape, const Shape& offset_shape,
+                            const OptionalShape& new_xyz_shape,
+                            const OptionalShape& new_offset_shape, int64_t nsample) {
   check(is_points_shape(xyz_shape), kOp, "xyz must have shape (n, 3), got ",
         to_text(xyz_shape));
   check(offset_shape.size() == 1 && offset_shape[0] >= 1, kOp,
@@ -166,7 +165,13 @@ void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
   const int64_t m = new_xyz_shape ? (*new_xyz_shape)[0] : xyz_shape[0];
   check(m <= kMaxOutputElements / nsample, kOp, "m * nsample must be at most ",
         kMaxOutputElements, " (1 GiB per output), got m = ", m, ", nsample = ", nsample);
+}
 
+void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
+                     const int32_t* offset, const OptionalShape& new_xyz_shape,
+                     const OptionalShape& new_offset_shape, const int32_t* new_offset,
+                     int64_t nsample) {
+  knn_query_check_shapes(xyz_shape, offset_shape, new_xyz_shape, new_offset_shape, nsample);
   const int64_t b = offset_shape[0];
   check_offsets("offset", offset, b, xyz_shape[0], "the number of points n");
   if (new_xyz_shape) {

@@ -27,7 +27,13 @@
 
 namespace customops {
 
-// Checks shapes, nsample and the offsets' values; throws
+// Checks shapes and nsample (what a fake tensor has); throws
+// std::invalid_argument naming the bad argument.
+void knn_query_check_shapes(const Shape& xyz_shape, const Shape& offset_shape,
+                            const OptionalShape& new_xyz_shape,
+                            const OptionalShape& new_offset_shape, int64_t nsample);
+
+// knn_query_check_shapes, then the offsets' values; throws
 // std::invalid_argument naming the bad argument.  new_xyz_shape and
 // new_offset_shape are empty (and new_offset null) when the queries are xyz.
 void knn_query_check(const Shape& xyz_shape, const Shape& offset_shape,
