@@ -21,9 +21,8 @@ _LAZY = {
     "DeformConv2d": "ops",
 }
 
-# submodules, importable as attributes: customops.ort, customops.verify, ...
-_SUBMODULES = {"browser", "builder", "checks", "doctor", "graph", "native", "ops", "ort", "probe",
-               "symbolic", "translations", "verify"}
+# submodules, importable as attributes: customops.ort, customops.notebook, ...
+_SUBMODULES = {"builder", "doctor", "notebook", "ops", "ort", "symbolic", "translations"}
 
 __all__ = sorted(_LAZY)
 

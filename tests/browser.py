@@ -24,7 +24,7 @@ import uuid
 from html.parser import HTMLParser
 from pathlib import Path
 
-from customops.browser import (  # noqa: F401  (used by test_browser.py)
+from customops.notebook.browser import (  # noqa: F401  (used by test_browser.py)
     CHROMIUM, launch_chromium, missing_chromium_message, open_in_netron,
 )
 

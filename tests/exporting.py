@@ -14,8 +14,8 @@ import torch
 
 import customops.ops  # noqa: F401  (defines torch.ops.customops.*)
 from customops import ort, symbolic, translations
-from customops.native import native_output
-from customops.verify import compare
+from customops.notebook.native import native_output
+from customops.notebook.verify import compare
 
 OPSET = 18
 

@@ -1,7 +1,7 @@
 """What our users see, in the browser they use (Debian's Chromium, headless).
 
 - Netron: a model of each of the five cases, exported here, served by
-  ``customops.graph.netron_view`` (what the notebooks call); the custom node
+  ``customops.notebook.graph.netron_view`` (what the notebooks call); the custom node
   must be drawn with its op type, its node name, its outputs, and its domain
   (Netron's "module" row in the node's properties).
 - JupyterLab: ``jupyter lab`` on the notebooks folder as ``make lab`` starts
@@ -242,10 +242,10 @@ def _static_shape_label(value: onnx.ValueInfoProto) -> str | None:
 
 @pytest.fixture
 def netron_url():
-    """Serves a model path with customops.graph.netron_serve (what the
+    """Serves a model path with customops.notebook.graph.netron_serve (what the
     notebooks' netron_view calls); returns the URL and stops the server after
     the test."""
-    from customops.graph import netron_serve
+    from customops.notebook.graph import netron_serve
     import netron
 
     addresses = []
@@ -424,10 +424,10 @@ def _png_size(png: bytes) -> tuple[int, int]:
 
 
 def test_static_picture_holds_the_whole_graph(netron_url, tmp_path):
-    """The picture netron_view stores in a notebook (customops.browser.netron_png)
+    """The picture netron_view stores in a notebook (customops.notebook.browser.netron_png)
     is the whole graph, however tall: a chain of 30 nodes draws taller than
     the window and taller than a chain of 2."""
-    from customops.browser import VIEWPORT, netron_png
+    from customops.notebook.browser import VIEWPORT, netron_png
     from onnx import TensorProto, helper
 
     def chain(length):

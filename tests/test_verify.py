@@ -1,4 +1,4 @@
-"""customops.verify and customops.translations against the op table."""
+"""customops.notebook.verify and customops.translations against the op table."""
 
 import numpy as np
 import onnxruntime
@@ -8,7 +8,7 @@ from onnx import helper
 
 import customops.translations as translations
 from customops.builder import single_node_model
-from customops.verify import compare
+from customops.notebook.verify import compare
 from optable import OPS
 
 

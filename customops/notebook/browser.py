@@ -1,7 +1,7 @@
 """Netron drawn by Debian's headless Chromium, as a PNG: the static picture of
 a graph that GitHub, nbviewer and any reader without a live Netron server see.
 
-    from customops.browser import netron_png
+    from customops.notebook.browser import netron_png
     png_bytes = netron_png("model.onnx", "http://localhost:8080")
 
 Chromium is driven through Playwright.  Every request that leaves the machine

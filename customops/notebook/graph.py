@@ -1,6 +1,6 @@
 """Look at an ONNX graph from a notebook: a node table, and Netron.
 
-    from customops.graph import print_nodes, netron_view
+    from customops.notebook.graph import print_nodes, netron_view
     print_nodes(onnx_model)      # one line per node: op, inputs, outputs, attributes
     netron_view(onnx_model)      # a static picture drawn by Netron, then the live Netron
 """
@@ -85,7 +85,7 @@ def netron_view(model, name: str = "model.onnx", height: int = 500, static: bool
     """Serves the model with Netron and returns an IFrame showing it live
     (JupyterLab); the printed address also opens in a browser tab.  With
     ``static`` it first displays a PNG of the same view drawn by Netron in
-    headless Chromium (customops.browser), which stays in the saved notebook
+    headless Chromium (customops.notebook.browser), which stays in the saved notebook
     for readers on GitHub or nbviewer, where the live view is blank."""
     from IPython.display import IFrame, Image, display
 
