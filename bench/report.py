@@ -38,6 +38,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS"
 
 
 def environment(threads: int) -> dict:
+    from customops.ops import _C  # through ops: torch first, whose libraries _C links against
     from customops.ort import library_path
 
     library = Path(library_path())
@@ -45,6 +46,7 @@ def environment(threads: int) -> dict:
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "cpu": cpu_model(),
+        "vector_code": _C.vector_code(),  # the kernels' choice on this CPU (AVX-512, AVX2, ...)
         "cores": os.cpu_count(),
         "threads": threads,
         "python": platform.python_version(),
@@ -166,7 +168,8 @@ def markdown(env, settings, groups, results, target_rows, suite_lines) -> str:
            "cores when the run started; times are noisy and thread scaling is "
            "understated.**", ""] if busy else []),
         f"- date: {env['date']}",
-        f"- machine: {env['cpu']}, {env['cores']} cores; threads used: {env['threads']}; "
+        f"- machine: {env['cpu']}, {env['cores']} cores, kernels' vector code "
+        f"{env['vector_code']}; threads used: {env['threads']}; "
         f"load average at start: {', '.join(f'{x:.1f}' for x in env['load_average'])}",
         f"- versions: Python {env['python']}, {versions}",
         f"- code: commit {env['commit']}; ORT library built {env['library_built']}",

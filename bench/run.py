@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     plan = TimingPlan(args.warmup, args.min_repeat, args.max_repeat, args.budget)
     groups = cases.groups(args.only.split(","), args.threads, args.cdist_limit)
     env = report.environment(args.threads)
-    print(f"{env['cpu']}, {env['cores']} cores, {args.threads} threads")
+    print(f"{env['cpu']} ({env['vector_code']}), {env['cores']} cores, {args.threads} threads")
 
     results = run_groups(groups, plan)
     target_rows = report.evaluate_targets(cases.targets(), groups, results)

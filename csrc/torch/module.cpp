@@ -2,6 +2,7 @@
 // (csrc/torch/<op>.cpp); it also holds the seeds' pybind11-style my_add and
 // the checks that the fake kernels of customops/ops.py call, so that each
 // check is written once, in C++.
+#include "../kernels/cpu/simd.h"
 #include "binding.h"
 
 namespace customops {
@@ -34,4 +35,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("knn_query_fake_check", &customops::knn_query_fake_check);
   m.def("deform_conv2d_fake_check", &customops::deform_conv2d_fake_check);
   m.def("deform_conv2d_backward_fake_check", &customops::deform_conv2d_backward_fake_check);
+  // The vector code the kernels chose on this CPU (the benchmark records it
+  // beside each figure): "avx512", "avx2" or "baseline".
+  m.def("vector_code", [] {
+    switch (customops::selected_isa()) {
+      case customops::Isa::kAvx512: return "avx512";
+      case customops::Isa::kAvx2: return "avx2";
+      default: return "baseline";
+    }
+  });
 }
