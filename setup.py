@@ -11,7 +11,7 @@ Install with the venv's torch (no isolated build env):
 import sys
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = Path(__file__).parent
@@ -20,6 +20,8 @@ import ort_headers  # noqa: E402
 
 TORCH_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/torch").glob("*.cpp"))
 KERNELS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/kernels").glob("*.cpp"))
+# Gradients are for training, in PyTorch; ONNX Runtime runs inference only.
+INFERENCE_KERNELS = [k for k in KERNELS if not k.endswith("_backward.cpp")]
 ORT_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/ort").glob("*.cc"))
 ORT_LIBRARY = "customops.libcustomops_ort"
 FLAGS = ["-O3", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"]
@@ -49,7 +51,7 @@ setup(
     name="customops",
     version="0.1.0",
     description="Custom PyTorch operators through ONNX into ONNX Runtime: a course",
-    packages=["customops", "customops.doctor"],
+    packages=find_packages(include=["customops", "customops.*"]),
     python_requires=">=3.10",
     ext_modules=[
         CppExtension(
@@ -61,7 +63,7 @@ setup(
         ),
         Extension(
             ORT_LIBRARY,
-            sources=[*ORT_SOURCES, *KERNELS],
+            sources=[*ORT_SOURCES, *INFERENCE_KERNELS],
             language="c++",
             extra_compile_args=["-std=c++17", *FLAGS],
             extra_link_args=[f"-Wl,--version-script={ROOT / 'csrc/ort/exports.lds'}"],
