@@ -102,6 +102,11 @@ __attribute__((always_inline)) inline void blend_dot(const T* const (&src)[4],
   for (; c + W <= n; c += W) {
     Vec<T, W> v[4], g;
     load<T, W>(g, grad + c);
+    // Unrolled, so that v stays in registers: GCC 12 otherwise keeps v on
+    // the stack, stores each vector there in two halves and reads it back
+    // whole, a store-forwarding stall per load (the sampling of phase A
+    // took twice as long).
+#pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) load<T, W>(v[q], src[q] + c);
     store<T, W>(dst + c, weight[0] * v[0] + weight[1] * v[1] + weight[2] * v[2] +
                              weight[3] * v[3]);
