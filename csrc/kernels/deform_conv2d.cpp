@@ -237,10 +237,10 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
       for (int64_t j = 0; j < padded_group_out; ++j)
         packed_bias.push_back(j < group_out ? bias[g * group_out + j] : T{0});
 
-  // Left uninitialized: to_channels_last writes all of it.
+  // Left uninitialized: copy_layout writes all of it.
   const std::unique_ptr<T[]> channels_last(
       new T[p.batch * (p.height * p.width + 1) * p.in_channels]);
-  to_channels_last(input, p, channels_last.get(), parallel_for);
+  copy_layout<Layout::kChannelsLast>(input, p, channels_last.get(), parallel_for);
 
   const int64_t row_size = p.groups * k;
   const int64_t tile = tile_pixels(p, row_size * int64_t{sizeof(T)}, S::MR);

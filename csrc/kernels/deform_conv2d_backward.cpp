@@ -11,11 +11,11 @@
 //        gradient (the derivative of the bilinear weights) and the mask
 //        gradient (the bilinear value) of the pixel follow;
 //      the sample's corners and weights are kept for phase B.
-//   B. per block of input channels and part of the output pixels: the
-//      input gradient, G scattered onto the four corners of each sample
-//      (channels last, in a fixed order), one buffer per part; the parts
-//      are then summed in order.  Their number is fixed (kScatterParts), so
-//      the sums do not depend on the thread count.
+//   B. per block of input channels and range of input pixels: the input
+//      gradient, G scattered onto the four corners of each sample (channels
+//      last), each task adding only the corners in its own range.  Every
+//      input pixel thus gets its terms in the order of a serial loop over
+//      (band, tap, output pixel, corner), however the ranges are cut.
 //   C. per panel of the weight gradient: grad_W += grad_output * columns,
 //      summed over pixels in a fixed order and over images in order; and
 //      the bias gradient.
@@ -29,6 +29,7 @@
 // deform_conv2d_sampling.h), and samples outside, NaN or infinite offsets
 // have zero gradients.
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -44,8 +45,10 @@ using namespace deform_detail;
 
 // Input channels per task of phase B (a run of whole vectors per corner).
 constexpr int64_t kChannelBlock = 64;
-// Parts of the output pixels that phase B scatters into separate buffers.
-constexpr int64_t kScatterParts = 2;
+// Ranges of input pixels per channel block in phase B (a task each).
+// Each task reads all of the band's corners to pick its own, so more
+// ranges cost more reading; they only need to balance the threads.
+constexpr int64_t kScatterRanges = 2;
 // Bytes of one B panel chunk in phase C: a chunk of pixels stays in L1/L2
 // while the MR-row blocks of grad_output stream past it.
 constexpr int64_t kPanelChunkBytes = 64 * 1024;
@@ -72,20 +75,20 @@ struct Backward {
   const std::vector<int64_t>& bc_tasks;  // phase B task b as b, phase C task c as ~c
   // The current band (pixels [first, first + pixels) of the image) and image:
   int64_t first, pixels;
-  bool first_band;
+  // Phase B's range r: input pixels [bounds[r], bounds[r + 1]).
+  std::array<uint32_t, kScatterRanges + 1> bounds;
   const T* image;      // channels last (H*W + 1, C), the last pixel zeros
   const T* grad_out;   // (O, plane)
   const T* offset;
   const T* mask;       // null without mask
   T* grad_offset;
   T* grad_mask;        // may be null
-  T* grad_input;       // (C, H*W)
   // One band's buffers (row t: the band's pixel t):
   T* grad_columns;     // G: band rows of row_size
   T* columns;          // per group: panels of nr columns over k, band rows each
   uint32_t* corner_pixel;  // [sampled][4][band]
   T* corner_weight;        // [sampled][4][band]
-  T* grad_image;  // per part: the image's input gradient, channels last (H*W + 1, C)
+  T* grad_image;  // the image's input gradient, channels last (H*W + 1, C)
   // Summed over the images:
   T* grad_weight;  // (O, k), column kk = tap * C/groups + c
   T* grad_bias;    // (O)
@@ -102,6 +105,11 @@ __attribute__((always_inline)) inline void blend_dot(const T* const (&src)[4],
   for (; c + W <= n; c += W) {
     Vec<T, W> v[4], g;
     load<T, W>(g, grad + c);
+    // Unrolled, so that v stays in registers: GCC 12 otherwise keeps v on
+    // the stack, stores each vector there in two halves and reads it back
+    // whole, a store-forwarding stall per load (the sampling of phase A
+    // took twice as long).
+#pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) load<T, W>(v[q], src[q] + c);
     store<T, W>(dst + c, weight[0] * v[0] + weight[1] * v[1] + weight[2] * v[2] +
                              weight[3] * v[3]);
@@ -241,51 +249,28 @@ __attribute__((always_inline)) inline void run_tiles(const Backward<T>& b, int64
 }
 
 // Phase B: the input gradient of one block of channels (one offset group,
-// one weight group) from one part of the band's pixels, tap by tap, pixel
-// by pixel, into that part's buffer.
+// one weight group) at one range of input pixels, from the band's samples
+// tap by tap, pixel by pixel.
 template <typename T, Isa I>
 __attribute__((always_inline)) inline void scatter_block(const Backward<T>& b, int64_t task) {
   constexpr int W = GemmShape<T, I>::W;
-  const DeformConv2dParams& p = b.p;
-  const int64_t part = task % kScatterParts;
-  const auto [c0, c1] = b.blocks[task / kScatterParts];
-  const int64_t n = c1 - c0, channels = p.in_channels, image_plane = p.height * p.width;
+  const int64_t range = task % kScatterRanges;
+  const auto [c0, c1] = b.blocks[task / kScatterRanges];
+  const int64_t n = c1 - c0, channels = b.p.in_channels;
   const int64_t og = c0 / b.og_channels, g = c0 / b.group_channels;
-  T* image = b.grad_image + part * (image_plane + 1) * channels;
-  if (b.first_band)
-    for (int64_t q = 0; q <= image_plane; ++q) std::fill_n(image + q * channels + c0, n, T{0});
-  const int64_t t0 = b.pixels * part / kScatterParts, t1 = b.pixels * (part + 1) / kScatterParts;
+  const uint32_t lo = b.bounds[range], size = b.bounds[range + 1] - lo;
   for (int64_t tap = 0; tap < b.taps; ++tap) {
     const int64_t ch = og * b.taps + tap;
-    const T* grad = b.grad_columns + t0 * b.row_size + g * b.k + tap * b.group_channels + c0 -
-                    g * b.group_channels;
-    for (int64_t t = t0; t < t1; ++t, grad += b.row_size)
+    const T* grad = b.grad_columns + g * b.k + tap * b.group_channels + c0 - g * b.group_channels;
+    for (int64_t t = 0; t < b.pixels; ++t, grad += b.row_size)
       for (int q = 0; q < 4; ++q) {
         const int64_t at = (ch * 4 + q) * b.band + t;
+        const uint32_t pixel = b.corner_pixel[at];
         const T w = b.corner_weight[at];
         // Corners outside (weight 0, the zero pixel) are skipped, as in
         // torchvision's col2im.
-        if (w != 0) axpy<T, W>(w, grad, n, image + int64_t{b.corner_pixel[at]} * channels + c0);
-      }
-  }
-}
-
-// After the last band: grad_input (C, H*W) of one channel block, the parts
-// summed in order.
-template <typename T>
-void sum_parts(const Backward<T>& b, int64_t block) {
-  const auto [c0, c1] = b.blocks[block];
-  const int64_t channels = b.p.in_channels, image_plane = b.p.height * b.p.width;
-  const int64_t part_size = (image_plane + 1) * channels;
-  constexpr int64_t kPixels = 64;  // per step: the block's rows stay in L1
-  for (int64_t q0 = 0; q0 < image_plane; q0 += kPixels) {
-    const int64_t q1 = std::min(image_plane, q0 + kPixels);
-    for (int64_t c = c0; c < c1; ++c)
-      for (int64_t q = q0; q < q1; ++q) {
-        T sum = b.grad_image[q * channels + c];
-        for (int64_t part = 1; part < kScatterParts; ++part)
-          sum += b.grad_image[part * part_size + q * channels + c];
-        b.grad_input[c * image_plane + q] = sum;
+        if (pixel - lo < size && w != 0)
+          axpy<T, W>(w, grad, n, b.grad_image + int64_t{pixel} * channels + c0);
       }
   }
 }
@@ -395,6 +380,26 @@ std::vector<std::pair<int64_t, int64_t>> channel_blocks(const DeformConv2dParams
   return blocks;
 }
 
+// Phase B's ranges for the current band: the input pixels up to the kernel
+// centres of equal shares of the band's output pixels, where the samples
+// cluster, so that the ranges get similar numbers of corners (the first and
+// last are open-ended, for samples far off).
+template <typename T>
+void scatter_bounds(Backward<T>& b) {
+  const DeformConv2dParams& p = b.p;
+  const int64_t image_plane = p.height * p.width;
+  b.bounds[0] = 0;
+  for (int64_t r = 1; r < kScatterRanges; ++r) {
+    const int64_t t = b.first + b.pixels * r / kScatterRanges;
+    const int64_t y = t / p.out_w * p.stride_h - p.pad_h + (p.kernel_h - 1) * p.dilation_h / 2;
+    const int64_t x = t % p.out_w * p.stride_w - p.pad_w + (p.kernel_w - 1) * p.dilation_w / 2;
+    // Clamped and kept nondecreasing, so the ranges stay disjoint.
+    const int64_t at = std::clamp<int64_t>(y * p.width + x, b.bounds[r - 1], image_plane);
+    b.bounds[r] = static_cast<uint32_t>(at);
+  }
+  b.bounds[kScatterRanges] = static_cast<uint32_t>(image_plane + 1);  // the zero pixel too
+}
+
 // Phases B and C as one list, each kind spread evenly over it: parallel_for
 // may hand each thread one contiguous range of tasks.
 std::vector<int64_t> interleaved(int64_t blocks, int64_t panels) {
@@ -435,7 +440,7 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
                             : T{0};
 
   DeformConv2dParams one_image = p;
-  one_image.batch = 1;  // tiles and the channels-last copy: one image at a time
+  one_image.batch = 1;  // tiles and the layout copies: one image at a time
   const int64_t row_bytes = row_size * int64_t{sizeof(T)};
   const int64_t tile = tile_pixels(one_image, row_bytes, S::MR);
   const int64_t band = std::min(round_up(plane, tile),
@@ -444,7 +449,7 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   const int64_t column_group = gemm_packed_size(k, band, S::NR);
   const auto blocks = channel_blocks(p);
   const int64_t block_count = static_cast<int64_t>(blocks.size());
-  const auto bc_tasks = interleaved(block_count * kScatterParts, p.groups * panels);
+  const auto bc_tasks = interleaved(block_count * kScatterRanges, p.groups * panels);
 
   // Left uninitialized where every value read is written first.
   const std::unique_ptr<T[]> image(new T[(image_plane + 1) * p.in_channels]);
@@ -458,37 +463,40 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
                   band * S::NR, T{0});
   const std::unique_ptr<uint32_t[]> corner_pixel(new uint32_t[sampled * 4 * band]);
   const std::unique_ptr<T[]> corner_weight(new T[sampled * 4 * band]);
-  const std::unique_ptr<T[]> grad_image(new T[kScatterParts * (image_plane + 1) * p.in_channels]);
+  const std::unique_ptr<T[]> grad_image(new T[(image_plane + 1) * p.in_channels]);
   std::vector<T> weight_sum(p.out_channels * k, T{0}), bias_sum(p.out_channels, T{0});
 
   Backward<T> b{p, taps, group_channels, group_out, k, row_size, plane, sampled,
                 p.in_channels / p.offset_groups, S::NR, tile, band,
                 packed_weight.data(), packed_group, panels, column_group, blocks, bc_tasks,
-                0, 0, false, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                nullptr, grad_columns.get(), columns.get(), corner_pixel.get(), corner_weight.get(),
+                0, 0, {}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                grad_columns.get(), columns.get(), corner_pixel.get(), corner_weight.get(),
                 grad_image.get(), weight_sum.data(), bias_sum.data()};
   const int64_t offset_size = 2 * sampled * plane;
   for (int64_t n = 0; n < p.batch; ++n) {
-    to_channels_last(input + n * p.in_channels * image_plane, one_image, image.get(),
-                     parallel_for);
+    copy_layout<Layout::kChannelsLast>(input + n * p.in_channels * image_plane, one_image,
+                                       image.get(), parallel_for);
     b.image = image.get();
     b.grad_out = grad_output + n * p.out_channels * plane;
     b.offset = offset + n * offset_size;
     b.mask = mask ? mask + n * sampled * plane : nullptr;
     b.grad_offset = grad_offset + n * offset_size;
     b.grad_mask = grad_mask ? grad_mask + n * sampled * plane : nullptr;
-    b.grad_input = grad_input + n * p.in_channels * image_plane;
+    parallel_for(ceil_div(image_plane + 1, kCopyPixels), 1, [&](int64_t begin, int64_t end) {
+      std::fill(grad_image.get() + begin * kCopyPixels * p.in_channels,
+                grad_image.get() + std::min(image_plane + 1, end * kCopyPixels) * p.in_channels,
+                T{0});
+    });
     for (b.first = 0; b.first < plane; b.first += band) {
       b.pixels = std::min(band, plane - b.first);
-      b.first_band = b.first == 0;
+      scatter_bounds(b);
       parallel_for(ceil_div(b.pixels, tile), 1,
                    [&](int64_t begin, int64_t end) { phases.tiles(b, begin, end); });
       parallel_for(static_cast<int64_t>(bc_tasks.size()), 1,
                    [&](int64_t begin, int64_t end) { phases.tasks(b, begin, end); });
     }
-    parallel_for(block_count, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t block = begin; block < end; ++block) sum_parts(b, block);
-    });
+    copy_layout<Layout::kPlanar>(grad_image.get(), one_image,
+                                 grad_input + n * p.in_channels * image_plane, parallel_for);
   }
   for (int64_t o = 0; o < p.out_channels; ++o) {
     for (int64_t kk = 0; kk < k; ++kk)

@@ -1,6 +1,7 @@
 // What the forward and backward deform_conv2d kernels share: the bilinear
-// sampling of a tile's pixels, the channels-last copy of the input it reads
-// and the tiling of the output pixels.  Private to deform_conv2d*.cpp.
+// sampling of a tile's pixels, the copies of the images between their layout
+// and the channels-last one the sampling reads, and the tiling of the output
+// pixels.  Private to deform_conv2d*.cpp.
 #pragma once
 
 #include <algorithm>
@@ -48,7 +49,7 @@ enum class Edge { kValue, kGradient };
 // torchvision's bilinear_interpolate, times the mask, at one tap for every
 // pixel of a tile, W pixels per step: four corner pixels (flat indices into
 // one H x W image) and their weights per pixel, corner by corner.  A corner
-// outside the image gets the zero pixel H * W (see to_channels_last) and
+// outside the image gets the zero pixel H * W (see copy_layout) and
 // weight 0, so the channel loop needs no branches and reads no image value
 // there.  Written with explicit vectors because the compiler does not
 // vectorize the equivalent scalar loop (floor and int conversion under
@@ -112,24 +113,35 @@ __attribute__((always_inline)) inline void sample_tap(
   }
 }
 
-// input (batch, C, H*W) -> (batch, H*W + 1, C) with a zero last pixel.
-template <typename T>
-void to_channels_last(const T* input, const DeformConv2dParams& p, T* out,
-                      const ParallelFor& parallel_for) {
+// The two layouts of a batch of images: planar (batch, C, H*W), as given,
+// and channels last (batch, H*W + 1, C) with a zero last pixel, as sampled.
+enum class Layout { kPlanar, kChannelsLast };
+
+// Pixels per task of copy_layout: C x 64 values stay in L1.
+constexpr int64_t kCopyPixels = 64;
+
+// Copies the images of `in` into `out` in layout To (from the other one).
+template <Layout To, typename T>
+void copy_layout(const T* in, const DeformConv2dParams& p, T* out,
+                 const ParallelFor& parallel_for) {
   const int64_t plane = p.height * p.width, channels = p.in_channels;
-  constexpr int64_t kBlock = 64;  // pixels per task: C x 64 values stay in L1
-  const int64_t blocks = ceil_div(plane, kBlock);
+  const int64_t blocks = ceil_div(plane, kCopyPixels);
   parallel_for(p.batch * blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t n = task / blocks, q0 = task % blocks * kBlock;
-      const int64_t q1 = std::min(plane, q0 + kBlock);
-      const T* src = input + n * channels * plane;
-      T* dst = out + n * (plane + 1) * channels;
-      // Reads run along rows: reading down a column instead would hit planes
-      // a multiple of 4 KiB apart, which share one L1 set.
+      const int64_t n = task / blocks, q0 = task % blocks * kCopyPixels;
+      const int64_t q1 = std::min(plane, q0 + kCopyPixels);
+      const int64_t planar = n * channels * plane, last = n * (plane + 1) * channels;
+      // The loops run along the planar rows, on either side: going down a
+      // planar column instead would hit planes a multiple of 4 KiB apart,
+      // which share one L1 set.
       for (int64_t c = 0; c < channels; ++c)
-        for (int64_t q = q0; q < q1; ++q) dst[q * channels + c] = src[c * plane + q];
-      if (q1 == plane) std::fill(dst + plane * channels, dst + (plane + 1) * channels, T{0});
+        for (int64_t q = q0; q < q1; ++q)
+          if constexpr (To == Layout::kChannelsLast)
+            out[last + q * channels + c] = in[planar + c * plane + q];
+          else
+            out[planar + c * plane + q] = in[last + q * channels + c];
+      if (To == Layout::kChannelsLast && q1 == plane)
+        std::fill_n(out + last + plane * channels, channels, T{0});
     }
   });
 }
