@@ -351,7 +351,6 @@ __attribute__((always_inline)) inline uint64_t leaf_distances(
     const Points& points, int64_t begin, int64_t end, const double q[3],
     double kth, double* d2) {
   using Doubles = Vec<double, W>;
-  using Floats = Vec<float, W>;
   using Bits = Vec<int64_t, W>;
   static_assert(kLeafSize <= 64, "one bit per leaf point");
   static_assert(W <= kPadding, "a vector past the last point stays in the padding");
@@ -367,13 +366,13 @@ __attribute__((always_inline)) inline uint64_t leaf_distances(
   Bits within = {};
   const int64_t count = end - begin;
   for (int64_t i = 0; i < count; i += W) {
-    Floats x, y, z;
-    load<float, W>(x, points.x.data() + begin + i);
-    load<float, W>(y, points.y.data() + begin + i);
-    load<float, W>(z, points.z.data() + begin + i);
-    const Doubles dx = qx - __builtin_convertvector(x, Doubles);
-    const Doubles dy = qy - __builtin_convertvector(y, Doubles);
-    const Doubles dz = qz - __builtin_convertvector(z, Doubles);
+    Doubles x, y, z;
+    load_as<float, double, W>(x, points.x.data() + begin + i);
+    load_as<float, double, W>(y, points.y.data() + begin + i);
+    load_as<float, double, W>(z, points.z.data() + begin + i);
+    const Doubles dx = qx - x;
+    const Doubles dy = qy - y;
+    const Doubles dz = qz - z;
     const Doubles d = (dx * dx + dy * dy) + dz * dz;
     store<double, W>(d2 + i, d);
     within |= (d <= limit) & bit;
