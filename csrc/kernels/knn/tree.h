@@ -50,8 +50,8 @@ struct Child {
 };
 
 struct alignas(64) Node {
-  // The children's boxes: child side's is lo/hi[3 * side + axis].  Flat, so
-  // that box_distances reads both children's in one run.
+  // The children's boxes: child side's is lo/hi[2 * axis + side].  Axis
+  // by axis, so that box_distances computes both children's in one vector.
   float lo[6], hi[6];
   int32_t min_id[2];
   int32_t ref[2];
@@ -123,8 +123,8 @@ class TreeBuilder {
     for (int side = 0; side < 2; ++side) {
       const Child& child = children[side];
       for (int d = 0; d < 3; ++d) {
-        node.lo[3 * side + d] = child.lo[d];
-        node.hi[3 * side + d] = child.hi[d];
+        node.lo[2 * d + side] = child.lo[d];
+        node.hi[2 * d + side] = child.hi[d];
         merged.lo[d] = std::min(merged.lo[d], child.lo[d]);
         merged.hi[d] = std::max(merged.hi[d], child.hi[d]);
       }
@@ -303,33 +303,28 @@ inline Forest build_forest(const float* xyz, const int32_t* offset, int64_t n,
 }
 
 // Lower bounds on the squared distance from q to any point in each child's
-// box; q6 is q twice, lined up with Node::lo and Node::hi.  Per axis the gap
+// box, both children's in the two lanes of one vector.  Per axis the gap
 // to the box is at most |q - p| also after rounding (rounding is monotonic),
 // and the squares are summed in the same order as point distances, so a
 // bound never exceeds a computed point distance: pruning is exact, ties
-// included.  Written in vectors of two doubles because as scalar code the
-// compiler turns each clamp at 0 into a branch, which the search
-// mispredicts often.  A NaN coordinate gives a NaN bound (nothing admitted).
-inline void box_distances(const double q6[6], const Node& node, double bound[2]) {
+// included.  Vectors also keep the clamps at 0 branch-free: as scalar code
+// the compiler turns each into a branch, which the search mispredicts
+// often.  A NaN coordinate gives a NaN bound (nothing admitted).
+inline void box_distances(const double q[3], const Node& node, double bound[2]) {
   using Doubles = Vec<double, 2>;
-  using Floats = Vec<float, 2>;
   const Doubles zero = {0, 0};
-  double square[6];
-  for (int i = 0; i < 6; i += 2) {
-    Floats lo, hi;
-    Doubles q;
-    load<float, 2>(lo, node.lo + i);
-    load<float, 2>(hi, node.hi + i);
-    load<double, 2>(q, q6 + i);
-    const Doubles below = __builtin_convertvector(lo, Doubles) - q;
-    const Doubles above = q - __builtin_convertvector(hi, Doubles);
+  Doubles sum = zero;
+  for (int d = 0; d < 3; ++d) {
+    Doubles lo, hi;
+    load_as<float, double, 2>(lo, node.lo + 2 * d);
+    load_as<float, double, 2>(hi, node.hi + 2 * d);
+    const Doubles below = lo - q[d];
+    const Doubles above = q[d] - hi;
     Doubles gap = below < above ? above : below;  // std::max: keeps a NaN below
     gap = gap < zero ? zero : gap;
-    const Doubles gap2 = gap * gap;
-    store<double, 2>(square + i, gap2);
+    sum = d == 0 ? gap * gap : sum + gap * gap;
   }
-  bound[0] = square[0] + square[1] + square[2];
-  bound[1] = square[3] + square[4] + square[5];
+  store<double, 2>(bound, sum);
 }
 
 // A subtree the search put aside, with the bound it had then.
@@ -393,7 +388,6 @@ template <typename Nearest, int W>
 __attribute__((always_inline)) inline void search(const Forest& forest, const Tree& tree,
                                                   const double q[3], Nearest& nearest,
                                                   std::vector<Pending>& pending) {
-  const double q6[6] = {q[0], q[1], q[2], q[0], q[1], q[2]};  // as box_distances reads it
   // Room for a whole number of vectors past a full leaf.
   double d2[kLeafSize + W];
   pending.clear();
@@ -402,7 +396,7 @@ __attribute__((always_inline)) inline void search(const Forest& forest, const Tr
     if (ref >= 0) {
       const Node& node = tree.nodes[ref];
       double bound[2];
-      box_distances(q6, node, bound);
+      box_distances(q, node, bound);
       const int near = bound[1] < bound[0] ? 1 : 0;
       const int far = 1 - near;
       if (nearest.admits(bound[far], node.min_id[far])) {
