@@ -224,7 +224,10 @@ void knn_query(const float* xyz, const int32_t* offset, int64_t n,
   if (new_xyz != xyz) check_finite("new_xyz", new_xyz, m, parallel_for);
   if (m == 0) return;
   const knn::Forest forest = knn::build_forest(xyz, offset, n, b, parallel_for);
-  if (nsample <= knn::SortedNearest::kMaxK) {
+  if (nsample <= knn::BlendNearest::kMaxK) {
+    answer_queries<knn::BlendNearest>(forest, new_xyz, new_offset, m, b,
+                                      nsample, idx, dist, parallel_for);
+  } else if (nsample <= knn::SortedNearest::kMaxK) {
     answer_queries<knn::SortedNearest>(forest, new_xyz, new_offset, m, b,
                                        nsample, idx, dist, parallel_for);
   } else {

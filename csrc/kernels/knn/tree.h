@@ -407,8 +407,8 @@ __attribute__((always_inline)) inline void search(const Forest& forest, const Tr
         continue;
       }
     } else {
-      // Only the points within the k-th distance at the leaf's start get the
-      // exact test (ties by row) and the insertion, which tightens it.
+      // Only the points within the k-th distance at the leaf's start are
+      // offered, in row order; the exact test (ties by row) is the offer's.
       const int64_t begin = tree.begin + tree.leaf_begin[~ref];
       const int64_t end = tree.begin + tree.leaf_begin[~ref + 1];
       for (uint64_t within = leaf_distances<W>(forest.points, begin, end, q,
@@ -416,7 +416,7 @@ __attribute__((always_inline)) inline void search(const Forest& forest, const Tr
            within != 0; within &= within - 1) {
         const int i = __builtin_ctzll(within);
         const int32_t id = forest.points.id[begin + i];
-        if (nearest.admits(d2[i], id)) nearest.insert(d2[i], id);
+        nearest.template offer<W>(d2[i], id);
       }
     }
     // Resume with the latest subtree put aside that may still hold a neighbour.
