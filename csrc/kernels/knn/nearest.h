@@ -99,8 +99,10 @@ class BlendNearest {
       load<double, W>(prev_d2, d2_.data() + j - 1);
       load<int64_t, W>(here_id, id_.data() + j);
       load<int64_t, W>(prev_id, id_.data() + j - 1);
-      const Rows keep = here_d2 < entry_d2 | (here_d2 == entry_d2 & here_id < entry_id);
-      const Rows put = prev_d2 < entry_d2 | (prev_d2 == entry_d2 & prev_id < entry_id);
+      const Rows keep =
+          (here_d2 < entry_d2) | ((here_d2 == entry_d2) & (here_id < entry_id));
+      const Rows put =
+          (prev_d2 < entry_d2) | ((prev_d2 == entry_d2) & (prev_id < entry_id));
       const Doubles new_d2 = keep ? here_d2 : put ? entry_d2 : prev_d2;
       const Rows new_id = keep ? here_id : put ? entry_id : prev_id;
       store<double, W>(d2_.data() + j, new_d2);
