@@ -408,7 +408,7 @@ __attribute__((always_inline)) inline void search(const Forest& forest, const Tr
       }
     } else {
       // Only the points within the k-th distance at the leaf's start are
-      // offered, in row order; the exact test (ties by row) is the offer's.
+      // offered, in leaf order; the exact test (ties by row) is the offer's.
       const int64_t begin = tree.begin + tree.leaf_begin[~ref];
       const int64_t end = tree.begin + tree.leaf_begin[~ref + 1];
       for (uint64_t within = leaf_distances<W>(forest.points, begin, end, q,
