@@ -100,8 +100,66 @@ bool is_points_shape(const Shape& shape) {
 // that about 3% of queries on uniform clouds, 13% on clustered ones.
 constexpr double kGuessScale = 1.6;
 
-// Answers every query, visiting each cloud's queries in Morton order so
-// that consecutive searches walk the same tree nodes.
+// What every range of queries needs.
+struct Queries {
+  const knn::Forest& forest;
+  const float* new_xyz;
+  const int32_t* new_offset;
+  int64_t b, nsample;
+  const std::vector<int32_t>& rows;  // query rows, each cloud's in Morton order
+  int32_t* idx;
+  float* dist;
+};
+
+// Answers the queries at positions [begin, end) of rows, so that
+// consecutive searches walk the same tree nodes.  Compiled once per vector
+// width W of the leaf scans, below.
+template <typename Nearest, int W>
+__attribute__((always_inline)) inline void answer_range(const Queries& job, int64_t begin,
+                                                        int64_t end) {
+  Nearest nearest(job.nsample);
+  std::vector<knn::Pending> pending;
+  knn::for_each_cloud_part(
+      job.new_offset, job.b, begin, end, [&](int64_t c, int64_t lo, int64_t hi) {
+        const knn::Tree& tree = job.forest.trees[c];
+        constexpr double kAll = std::numeric_limits<double>::infinity();
+        double guess = kAll;
+        for (int64_t i = lo; i < hi; ++i) {
+          const int64_t row = job.rows[i];
+          const float* p = job.new_xyz + 3 * row;
+          const double q[3] = {p[0], p[1], p[2]};
+          nearest.reset(guess);
+          if (tree.count > 0) knn::search<Nearest, W>(job.forest, tree, q, nearest, pending);
+          if (!nearest.full() && guess < kAll) {  // fewer than k within the guess
+            nearest.reset(kAll);
+            if (tree.count > 0) knn::search<Nearest, W>(job.forest, tree, q, nearest, pending);
+          }
+          guess = kGuessScale * nearest.kth();
+          nearest.write(job.idx + row * job.nsample, job.dist + row * job.nsample);
+        }
+      });
+}
+
+// The copies of answer_range: two doubles per vector on every CPU (SSE2,
+// NEON), four with AVX2.  AVX-512 CPUs take the AVX2 copy: a leaf holds 24
+// to 48 points, so eight lanes would add mostly partial vectors.  No FMA in
+// the target, so the distance sums keep cKDTree's rounding.  `flatten`
+// inlines the lambdas and helpers too: out of line they would be compiled
+// for the baseline.
+template <typename Nearest>
+__attribute__((flatten)) void answer_range_baseline(const Queries& job, int64_t begin, int64_t end) {
+  answer_range<Nearest, vector_bytes(Isa::kBaseline) / sizeof(double)>(job, begin, end);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+template <typename Nearest>
+__attribute__((target("avx2"), flatten)) void answer_range_avx2(const Queries& job, int64_t begin,
+                                                       int64_t end) {
+  answer_range<Nearest, vector_bytes(Isa::kAvx2) / sizeof(double)>(job, begin, end);
+}
+#endif
+
+// Answers every query, each cloud's in Morton order.
 template <typename Nearest>
 void answer_queries(const knn::Forest& forest, const float* new_xyz,
                     const int32_t* new_offset, int64_t m, int64_t b,
@@ -111,32 +169,15 @@ void answer_queries(const knn::Forest& forest, const float* new_xyz,
   for (int64_t c = 0; c < b; ++c) frames[c] = forest.trees[c].frame;
   const std::vector<int32_t> rows =
       knn::morton_order(new_xyz, new_offset, b, frames, parallel_for).rows;
-
+  const Queries job{forest, new_xyz, new_offset, b, nsample, rows, idx, dist};
+  void (*answer)(const Queries&, int64_t, int64_t) = answer_range_baseline<Nearest>;
+#if defined(__x86_64__) || defined(__i386__)
+  if (selected_isa() != Isa::kBaseline) answer = answer_range_avx2<Nearest>;
+#endif
   // A query costs about a microsecond; ranges of this many amortise the
   // per-range scratch and the cloud lookup.
   constexpr int64_t kGrain = 256;
-  parallel_for(m, kGrain, [&](int64_t begin, int64_t end) {
-    Nearest nearest(nsample);
-    knn::for_each_cloud_part(
-        new_offset, b, begin, end, [&](int64_t c, int64_t lo, int64_t hi) {
-          const knn::Tree& tree = forest.trees[c];
-          constexpr double kAll = std::numeric_limits<double>::infinity();
-          double guess = kAll;
-          for (int64_t i = lo; i < hi; ++i) {
-            const int64_t row = rows[i];
-            const double q[3] = {new_xyz[3 * row], new_xyz[3 * row + 1],
-                                 new_xyz[3 * row + 2]};
-            nearest.reset(guess);
-            if (tree.count > 0) knn::TreeSearch<Nearest>(forest, tree, q, nearest);
-            if (!nearest.full() && guess < kAll) {  // fewer than k within the guess
-              nearest.reset(kAll);
-              if (tree.count > 0) knn::TreeSearch<Nearest>(forest, tree, q, nearest);
-            }
-            guess = kGuessScale * nearest.kth();
-            nearest.write(idx + row * nsample, dist + row * nsample);
-          }
-        });
-  });
+  parallel_for(m, kGrain, [&](int64_t begin, int64_t end) { answer(job, begin, end); });
 }
 
 }  // namespace
@@ -188,7 +229,10 @@ void knn_query(const float* xyz, const int32_t* offset, int64_t n,
   if (new_xyz != xyz) check_finite("new_xyz", new_xyz, m, parallel_for);
   if (m == 0) return;
   const knn::Forest forest = knn::build_forest(xyz, offset, n, b, parallel_for);
-  if (nsample <= knn::SortedNearest::kMaxK) {
+  if (nsample <= knn::BlendNearest::kMaxK) {
+    answer_queries<knn::BlendNearest>(forest, new_xyz, new_offset, m, b,
+                                      nsample, idx, dist, parallel_for);
+  } else if (nsample <= knn::SortedNearest::kMaxK) {
     answer_queries<knn::SortedNearest>(forest, new_xyz, new_offset, m, b,
                                        nsample, idx, dist, parallel_for);
   } else {

@@ -33,6 +33,15 @@ __attribute__((always_inline)) inline void store(T* p, const Vec<T, W>& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+// Loads W values of T as a vector of U, e.g. floats widened to doubles.
+// Element by element, because GCC 12 compiles __builtin_convertvector of a
+// loaded float vector into two half-width conversions and a blend; this form
+// becomes one conversion from memory.
+template <typename T, typename U, int W>
+__attribute__((always_inline)) inline void load_as(Vec<U, W>& v, const T* p) {
+  for (int l = 0; l < W; ++l) v[l] = static_cast<U>(p[l]);
+}
+
 // kBaseline is what every CPU of the architecture has: SSE2 on x86-64, NEON
 // on 64-bit ARM (16-byte vectors).  kAvx2 includes FMA.
 enum class Isa { kBaseline, kAvx2, kAvx512 };

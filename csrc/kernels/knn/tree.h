@@ -33,7 +33,10 @@ namespace knn {
 constexpr int32_t kLeafSize = 48;
 
 // Points of all clouds in tree order, one array per field so that leaf
-// scans vectorise.
+// scans vectorise.  x, y and z have kPadding values (0) past the last point,
+// as a leaf scan reads whole vectors.
+constexpr int64_t kPadding = 8;
+
 struct Points {
   std::vector<float> x, y, z;
   std::vector<int32_t> id;  // global row in xyz
@@ -47,8 +50,8 @@ struct Child {
 };
 
 struct alignas(64) Node {
-  // The children's boxes: child side's is lo/hi[3 * side + axis].  Flat, so
-  // that box_distances reads both children's in one run.
+  // The children's boxes: child side's is lo/hi[2 * axis + side].  Axis
+  // by axis, so that box_distances computes both children's in one vector.
   float lo[6], hi[6];
   int32_t min_id[2];
   int32_t ref[2];
@@ -120,8 +123,8 @@ class TreeBuilder {
     for (int side = 0; side < 2; ++side) {
       const Child& child = children[side];
       for (int d = 0; d < 3; ++d) {
-        node.lo[3 * side + d] = child.lo[d];
-        node.hi[3 * side + d] = child.hi[d];
+        node.lo[2 * d + side] = child.lo[d];
+        node.hi[2 * d + side] = child.hi[d];
         merged.lo[d] = std::min(merged.lo[d], child.lo[d]);
         merged.hi[d] = std::max(merged.hi[d], child.hi[d]);
       }
@@ -276,9 +279,9 @@ inline Forest build_forest(const float* xyz, const int32_t* offset, int64_t n,
 
   MortonOrder order = morton_order(xyz, offset, b, frames, parallel_for);
   Points& points = forest.points;
-  points.x.resize(n);
-  points.y.resize(n);
-  points.z.resize(n);
+  points.x.resize(n + kPadding);
+  points.y.resize(n + kPadding);
+  points.z.resize(n + kPadding);
   points.id.resize(n);
   constexpr int64_t kCopyGrain = 1 << 14;
   parallel_for(n, kCopyGrain, [&](int64_t begin, int64_t end) {
@@ -300,104 +303,134 @@ inline Forest build_forest(const float* xyz, const int32_t* offset, int64_t n,
 }
 
 // Lower bounds on the squared distance from q to any point in each child's
-// box; q6 is q twice, lined up with Node::lo and Node::hi.  Per axis the gap
+// box, both children's in the two lanes of one vector.  Per axis the gap
 // to the box is at most |q - p| also after rounding (rounding is monotonic),
 // and the squares are summed in the same order as point distances, so a
 // bound never exceeds a computed point distance: pruning is exact, ties
-// included.  Written in vectors of two doubles because as scalar code the
-// compiler turns each clamp at 0 into a branch, which the search
-// mispredicts often.  A NaN coordinate gives a NaN bound (nothing admitted).
-inline void box_distances(const double q6[6], const Node& node, double bound[2]) {
+// included.  Vectors also keep the clamps at 0 branch-free: as scalar code
+// the compiler turns each into a branch, which the search mispredicts
+// often.  A NaN coordinate gives a NaN bound (nothing admitted).
+inline void box_distances(const double q[3], const Node& node, double bound[2]) {
   using Doubles = Vec<double, 2>;
-  using Floats = Vec<float, 2>;
   const Doubles zero = {0, 0};
-  double square[6];
-  for (int i = 0; i < 6; i += 2) {
-    Floats lo, hi;
-    Doubles q;
-    load<float, 2>(lo, node.lo + i);
-    load<float, 2>(hi, node.hi + i);
-    load<double, 2>(q, q6 + i);
-    const Doubles below = __builtin_convertvector(lo, Doubles) - q;
-    const Doubles above = q - __builtin_convertvector(hi, Doubles);
+  Doubles sum = zero;
+  for (int d = 0; d < 3; ++d) {
+    Doubles lo, hi;
+    load_as<float, double, 2>(lo, node.lo + 2 * d);
+    load_as<float, double, 2>(hi, node.hi + 2 * d);
+    const Doubles below = lo - q[d];
+    const Doubles above = q[d] - hi;
     Doubles gap = below < above ? above : below;  // std::max: keeps a NaN below
     gap = gap < zero ? zero : gap;
-    const Doubles gap2 = gap * gap;
-    store<double, 2>(square + i, gap2);
+    sum = d == 0 ? gap * gap : sum + gap * gap;
   }
-  bound[0] = square[0] + square[1] + square[2];
-  bound[1] = square[3] + square[4] + square[5];
+  store<double, 2>(bound, sum);
 }
 
-// Depth-first search of one tree, nearer child first, skipping subtrees that
-// cannot hold anything `Nearest` would admit.
-template <typename Nearest>
-class TreeSearch {
- public:
-  TreeSearch(const Forest& forest, const Tree& tree, const double q[3],
-             Nearest& nearest)
-      : x_(forest.points.x.data() + tree.begin),
-        y_(forest.points.y.data() + tree.begin),
-        z_(forest.points.z.data() + tree.begin),
-        id_(forest.points.id.data() + tree.begin),
-        tree_(tree),
-        q_{q[0], q[1], q[2], q[0], q[1], q[2]},
-        nearest_(nearest) {
-    visit(tree.root);
-  }
-
- private:
-  void visit(int32_t ref) {
-    if (ref < 0) {
-      scan(tree_.leaf_begin[~ref], tree_.leaf_begin[~ref + 1]);
-      return;
-    }
-    const Node& node = tree_.nodes[ref];
-    double bound[2];
-    box_distances(q_, node, bound);
-    const int near = bound[1] < bound[0] ? 1 : 0;
-    visit_if_useful(node, near, bound[near]);
-    visit_if_useful(node, 1 - near, bound[1 - near]);
-  }
-
-  void visit_if_useful(const Node& node, int side, double bound) {
-    if (nearest_.admits(bound, node.min_id[side])) visit(node.ref[side]);
-  }
-
-  // Distances first, in a loop the compiler vectorises; then, without a
-  // branch per point (which would mispredict), the positions of the few
-  // within the current k-th distance; only those get the exact test (ties
-  // by row) and the insertion.  The sum (dx*dx + dy*dy) + dz*dz is
-  // cKDTree's order.
-  void scan(int32_t begin, int32_t end) {
-    double d2[kLeafSize];
-    int32_t near[kLeafSize];
-    const int32_t count = end - begin;
-    const float *x = x_ + begin, *y = y_ + begin, *z = z_ + begin;
-    for (int32_t i = 0; i < count; ++i) {
-      const double dx = q_[0] - static_cast<double>(x[i]);
-      const double dy = q_[1] - static_cast<double>(y[i]);
-      const double dz = q_[2] - static_cast<double>(z[i]);
-      d2[i] = dx * dx + dy * dy + dz * dz;
-    }
-    const double kth = nearest_.kth();
-    int32_t nears = 0;
-    for (int32_t i = 0; i < count; ++i) {
-      near[nears] = i;
-      nears += d2[i] <= kth;
-    }
-    for (int32_t j = 0; j < nears; ++j) {
-      const int32_t i = near[j];
-      if (nearest_.admits(d2[i], id_[begin + i])) nearest_.insert(d2[i], id_[begin + i]);
-    }
-  }
-
-  const float *x_, *y_, *z_;
-  const int32_t* id_;
-  const Tree& tree_;
-  const double q_[6];  // the query twice, as box_distances reads it
-  Nearest& nearest_;
+// A subtree the search put aside, with the bound it had then.
+struct Pending {
+  double bound;
+  int32_t min_id;
+  int32_t ref;
 };
+
+// Squared distances from q to the leaf's points [begin, end) into d2, and a
+// bit per point within kth, computed W points at a time.  Vectors may read
+// past the leaf (into the next one, or Points' padding at the end); those
+// lanes are cut from the mask.  The bits are gathered in the lanes of a
+// vector and OR-ed together once per leaf, as GCC's generic vectors have no
+// per-comparison movemask.  The sum (dx*dx + dy*dy) + dz*dz is cKDTree's
+// order; the per-ISA copies are compiled without FMA, so it is not fused.
+template <int W>
+__attribute__((always_inline)) inline uint64_t leaf_distances(
+    const Points& points, int64_t begin, int64_t end, const double q[3],
+    double kth, double* d2) {
+  using Doubles = Vec<double, W>;
+  using Bits = Vec<int64_t, W>;
+  static_assert(kLeafSize <= 64, "one bit per leaf point");
+  static_assert(W <= kPadding, "a vector past the last point stays in the padding");
+  Doubles qx, qy, qz, limit;
+  Bits bit;
+  for (int l = 0; l < W; ++l) {
+    qx[l] = q[0];
+    qy[l] = q[1];
+    qz[l] = q[2];
+    limit[l] = kth;
+    bit[l] = int64_t{1} << l;
+  }
+  Bits within = {};
+  const int64_t count = end - begin;
+  for (int64_t i = 0; i < count; i += W) {
+    Doubles x, y, z;
+    load_as<float, double, W>(x, points.x.data() + begin + i);
+    load_as<float, double, W>(y, points.y.data() + begin + i);
+    load_as<float, double, W>(z, points.z.data() + begin + i);
+    const Doubles dx = qx - x;
+    const Doubles dy = qy - y;
+    const Doubles dz = qz - z;
+    const Doubles d = (dx * dx + dy * dy) + dz * dz;
+    store<double, W>(d2 + i, d);
+    within |= (d <= limit) & bit;
+    bit <<= W;
+  }
+  uint64_t mask = 0;
+  for (int l = 0; l < W; ++l) mask |= static_cast<uint64_t>(within[l]);
+  return mask & ((uint64_t{1} << count) - 1);  // count < 64
+}
+
+// Exact k-nearest search of one tree for the query q: depth first, nearer
+// child first, skipping subtrees that cannot hold anything `Nearest` would
+// admit.  A loop with an explicit stack (`pending`, scratch reused across
+// queries) rather than recursion, so that the whole search inlines into the
+// per-ISA copies of the caller (a recursive function would be compiled for
+// the baseline only).
+template <typename Nearest, int W>
+__attribute__((always_inline)) inline void search(const Forest& forest, const Tree& tree,
+                                                  const double q[3], Nearest& nearest,
+                                                  std::vector<Pending>& pending) {
+  // Room for a whole number of vectors past a full leaf.
+  double d2[kLeafSize + W];
+  pending.clear();
+  int32_t ref = tree.root;
+  for (;;) {
+    if (ref >= 0) {
+      const Node& node = tree.nodes[ref];
+      double bound[2];
+      box_distances(q, node, bound);
+      const int near = bound[1] < bound[0] ? 1 : 0;
+      const int far = 1 - near;
+      if (nearest.admits(bound[far], node.min_id[far])) {
+        pending.push_back({bound[far], node.min_id[far], node.ref[far]});
+      }
+      if (nearest.admits(bound[near], node.min_id[near])) {
+        ref = node.ref[near];
+        continue;
+      }
+    } else {
+      // Only the points within the k-th distance at the leaf's start are
+      // offered, in leaf order; the exact test (ties by row) is the offer's.
+      const int64_t begin = tree.begin + tree.leaf_begin[~ref];
+      const int64_t end = tree.begin + tree.leaf_begin[~ref + 1];
+      for (uint64_t within = leaf_distances<W>(forest.points, begin, end, q,
+                                               nearest.kth(), d2);
+           within != 0; within &= within - 1) {
+        const int i = __builtin_ctzll(within);
+        const int32_t id = forest.points.id[begin + i];
+        nearest.template offer<W>(d2[i], id);
+      }
+    }
+    // Resume with the latest subtree put aside that may still hold a neighbour.
+    for (;;) {
+      if (pending.empty()) return;
+      const Pending next = pending.back();
+      pending.pop_back();
+      if (nearest.admits(next.bound, next.min_id)) {
+        ref = next.ref;
+        break;
+      }
+    }
+  }
+}
 
 }  // namespace knn
 }  // namespace customops
