@@ -8,9 +8,8 @@
 // linear passes, and the boxes follow the points' density (knn/tree.h).
 // Queries are visited in the same Morton order, so consecutive queries touch
 // the same tree nodes, and each search starts from the previous one's k-th
-// distance.  Measured at k = 16 on one thread (bench/run.py, 4,096 to
-// 262,144 points), build + query take 0.15-0.45 of the time of
-// scipy.spatial.cKDTree build + query and 0.25-0.7 of pykdtree's.
+// distance.  Its time against cKDTree's and pykdtree's build + query, and
+// the CPU each figure came from: docs/benchmarks.md (make bench).
 #include "knn_query.h"
 
 #include <algorithm>
