@@ -165,11 +165,17 @@ def knn_query(nsample: int, xyz, offset, new_xyz=None, new_offset=None):
 # --- deform_conv2d ------------------------------------------------------------
 
 
-def _deform_conv2d_output_shape(input, weight, offset, mask, stride, padding, dilation, groups,
-                                offset_groups):
-    """(N, out_channels, out_h, out_w) by deform_conv2d_check's formula
-    (csrc/kernels/deform_conv2d.cpp), for symbolic sizes, and the equalities
-    it rests on."""
+def _deform_conv2d_shape(fake_check, input, weight, offset, mask, stride, padding, dilation,
+                         groups, offset_groups):
+    """The output's shape (N, out_channels, out_h, out_w).  `fake_check()`, the
+    op's C++ check through customops._C, gives it when the attributes are ints
+    and every size is concrete; otherwise (None) it comes from
+    deform_conv2d_check's formula (csrc/kernels/deform_conv2d.cpp), with the
+    equalities it rests on."""
+    if _all_int(*stride, *padding, *dilation, groups, offset_groups):
+        shape = fake_check()
+        if shape is not None:
+            return shape
     torch._check(input.dim() == 4 and weight.dim() == 4,
                  lambda: "deform_conv2d: input and weight must be 4-D")
     (n, c, h, w), (out_channels, group_channels, kh, kw) = input.shape, weight.shape
@@ -188,17 +194,16 @@ def _deform_conv2d_output_shape(input, weight, offset, mask, stride, padding, di
     return (n, out_channels, *out)
 
 
+# The bias and grad_output relations below are already checked in C++ when
+# sizes are concrete; stated again, they hold trivially.
 @torch.library.register_fake("customops::deform_conv2d")
 def _(input, weight, offset, mask, bias, stride, padding, dilation, groups, offset_groups):
-    shape = None
-    if _all_int(*stride, *padding, *dilation, groups, offset_groups):
-        shape = _C.deform_conv2d_fake_check(input, weight, offset, mask, bias, stride, padding,
-                                            dilation, groups, offset_groups)
-    if shape is None:  # symbolic sizes
-        shape = _deform_conv2d_output_shape(input, weight, offset, mask, stride, padding,
-                                            dilation, groups, offset_groups)
-        if bias is not None:
-            _check_shape(bias, shape[1:2], "deform_conv2d: bias must have shape (out_channels)")
+    attrs = (stride, padding, dilation, groups, offset_groups)
+    shape = _deform_conv2d_shape(
+        lambda: _C.deform_conv2d_fake_check(input, weight, offset, mask, bias, *attrs),
+        input, weight, offset, mask, *attrs)
+    if bias is not None:
+        _check_shape(bias, shape[1:2], "deform_conv2d: bias must have shape (out_channels)")
     return input.new_empty(shape)
 
 
@@ -206,16 +211,13 @@ def _(input, weight, offset, mask, bias, stride, padding, dilation, groups, offs
 def _(grad_output, input, weight, offset, mask, stride, padding, dilation, groups, offset_groups):
     """The gradients have the shapes of their inputs; grad_mask that of the
     mask (N, offset_groups*kh*kw, out_h, out_w), given or not."""
-    shape = None
-    if _all_int(*stride, *padding, *dilation, groups, offset_groups):
-        shape = _C.deform_conv2d_backward_fake_check(grad_output, input, weight, offset, mask,
-                                                     stride, padding, dilation, groups,
-                                                     offset_groups)
-    if shape is None:  # symbolic sizes
-        shape = _deform_conv2d_output_shape(input, weight, offset, mask, stride, padding,
-                                            dilation, groups, offset_groups)
-        _check_shape(grad_output, shape, "deform_conv2d_backward: grad_output must have the "
-                     "shape of the output (N, out_channels, out_h, out_w)")
+    attrs = (stride, padding, dilation, groups, offset_groups)
+    shape = _deform_conv2d_shape(
+        lambda: _C.deform_conv2d_backward_fake_check(grad_output, input, weight, offset, mask,
+                                                     *attrs),
+        input, weight, offset, mask, *attrs)
+    _check_shape(grad_output, shape, "deform_conv2d_backward: grad_output must have the "
+                 "shape of the output (N, out_channels, out_h, out_w)")
     n, _, out_h, out_w = shape
     taps = weight.shape[2] * weight.shape[3]
     return (input.new_empty(input.shape), weight.new_empty(weight.shape),

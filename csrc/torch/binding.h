@@ -26,13 +26,20 @@ inline OptionalShape shape_of(const std::optional<at::Tensor>& t) {
   return t ? OptionalShape(shape_of(*t)) : std::nullopt;
 }
 
-// False for a fake tensor traced with symbolic sizes (dynamic shapes), whose
-// shapes only the fake kernel's output-shape formula can handle.
-inline bool has_concrete_sizes(const std::optional<at::Tensor>& t) {
-  if (!t) return true;
-  const c10::SymIntArrayRef sizes = t->sym_sizes();
+// False if any tensor is a fake traced with symbolic sizes (dynamic shapes),
+// whose shapes only the fake kernel's output-shape formula can handle.  An
+// absent optional counts as concrete.
+inline bool concrete_sizes(const at::Tensor& t) {
+  const c10::SymIntArrayRef sizes = t.sym_sizes();
   return std::all_of(sizes.begin(), sizes.end(),
                      [](const c10::SymInt& s) { return s.maybe_as_int().has_value(); });
+}
+
+inline bool concrete_sizes(const std::optional<at::Tensor>& t) { return !t || concrete_sizes(*t); }
+
+template <typename... Tensors>
+bool all_concrete(const Tensors&... tensors) {
+  return (concrete_sizes(tensors) && ...);
 }
 
 // "Float", "Int or Long", "Float, Double or Half": c10's names, as torch prints them.

@@ -29,10 +29,7 @@ std::optional<DeformConv2dParams> checks(const at::Tensor& input, const at::Tens
   check_deform_tensor(offset, "offset", dtype);
   if (mask) check_deform_tensor(*mask, "mask", dtype);
   if (bias) check_deform_tensor(*bias, "bias", dtype);
-  for (const auto& t : {std::optional(input), std::optional(weight), std::optional(offset), mask,
-                        bias}) {
-    if (!has_concrete_sizes(t)) return std::nullopt;
-  }
+  if (!all_concrete(input, weight, offset, mask, bias)) return std::nullopt;
   return checked([&] {
     return deform_conv2d_check(shape_of(input), shape_of(weight), shape_of(offset),
                                shape_of(mask), shape_of(bias), Shape(stride.vec()),
@@ -50,7 +47,7 @@ std::optional<DeformConv2dParams> backward_checks(
       input, weight, offset, mask, std::nullopt, stride, padding, dilation, groups, offset_groups);
   check_tensor(grad, "deform_conv2d_backward", "grad_output", kFloatTypes);
   check_same_dtype(grad, "deform_conv2d_backward", "grad_output", "input", input.scalar_type());
-  if (!p || !has_concrete_sizes(grad)) return std::nullopt;
+  if (!p || !all_concrete(grad)) return std::nullopt;
   const Shape output{p->batch, p->out_channels, p->out_h, p->out_w};
   TORCH_CHECK(shape_of(grad) == output, "deform_conv2d_backward: grad_output must have the "
               "shape of the output (N, out_channels, out_h, out_w) = ", to_text(output),

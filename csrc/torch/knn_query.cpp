@@ -41,9 +41,7 @@ std::optional<Shape> knn_query_fake_check(int64_t nsample, const at::Tensor& xyz
                                           const std::optional<at::Tensor>& new_xyz,
                                           const std::optional<at::Tensor>& new_offset) {
   check_knn_tensors(xyz, offset, new_xyz, new_offset);
-  for (const auto& t : {std::optional(xyz), std::optional(offset), new_xyz, new_offset}) {
-    if (!has_concrete_sizes(t)) return std::nullopt;
-  }
+  if (!all_concrete(xyz, offset, new_xyz, new_offset)) return std::nullopt;
   checked([&] {
     knn_query_check_shapes(shape_of(xyz), shape_of(offset), shape_of(new_xyz),
                            shape_of(new_offset), nsample);

@@ -12,7 +12,7 @@ std::optional<Shape> my_add_fake_check(const at::Tensor& a, const at::Tensor& b)
   check_tensor(a, "my_add", "a", kFloatTypes);
   check_tensor(b, "my_add", "b", kFloatTypes);
   check_same_dtype(b, "my_add", "b", "a", a.scalar_type());
-  if (!has_concrete_sizes(a) || !has_concrete_sizes(b)) return std::nullopt;
+  if (!all_concrete(a, b)) return std::nullopt;
   checked([&] { my_add_check(shape_of(a), shape_of(b)); });
   return shape_of(a);
 }
