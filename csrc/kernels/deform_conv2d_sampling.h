@@ -149,9 +149,9 @@ __attribute__((always_inline)) inline void transpose_block(const T* in, int64_t 
 }
 
 // Copies the images of `in` into `out` in layout To (from the other one),
-// in blocks of W channels x W pixels transposed in registers: 4x faster
-// than one value at a time, which stored (or loaded) a whole cache line
-// per value on the channels-last side.
+// in blocks of W channels x W pixels transposed in registers.  The copy of
+// one value at a time it replaces took 5% of the forward at 128^2 (ours /
+// ORT Conv 1.205 -> 1.155 in paired runs, AMD EPYC, AVX2).
 template <Layout To, typename T>
 void copy_layout(const T* in, const DeformConv2dParams& p, T* out,
                  const ParallelFor& parallel_for) {
