@@ -127,7 +127,7 @@ constexpr int64_t kCopyPixels = 64;
 template <typename T, int W>
 __attribute__((always_inline)) inline void transpose_block(const T* in, int64_t in_stride,
                                                            T* out, int64_t out_stride) {
-  static_assert(W * sizeof(T) == 16, "one 16-byte vector per row");
+  static_assert(W * sizeof(T) == vector_bytes(Isa::kBaseline), "one baseline vector per row");
   using Lanes = Vec<std::conditional_t<sizeof(T) == 4, int32_t, int64_t>, W>;
   Vec<T, W> r[W];
   for (int i = 0; i < W; ++i) load<T, W>(r[i], in + i * in_stride);
@@ -155,7 +155,7 @@ __attribute__((always_inline)) inline void transpose_block(const T* in, int64_t 
 template <Layout To, typename T>
 void copy_layout(const T* in, const DeformConv2dParams& p, T* out,
                  const ParallelFor& parallel_for) {
-  constexpr int W = 16 / sizeof(T);  // a 16-byte vector, which every CPU has (simd.h)
+  constexpr int W = vector_bytes(Isa::kBaseline) / sizeof(T);  // every CPU has it (simd.h)
   const int64_t plane = p.height * p.width, channels = p.in_channels;
   const int64_t blocks = ceil_div(plane, kCopyPixels);
   parallel_for(p.batch * blocks, 1, [&](int64_t begin, int64_t end) {
