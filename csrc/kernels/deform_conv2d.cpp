@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <memory>
 #include <vector>
 
 #include "cpu/gemm.h"
@@ -93,13 +92,13 @@ struct Scratch {
 
   explicit Scratch(const Call<T>& call)
       : stride(round_up(call.tile, kMaxLanes)),
-        columns(new T[call.tile * call.row_size]),
+        columns(aligned_array<T>(call.tile * call.row_size)),
         position(2 * stride),
         weight(4 * stride),
         pixel(4 * stride) {}
   int64_t stride;
   // Left uninitialized: sampling writes every value the GEMM reads.
-  std::unique_ptr<T[]> columns;
+  AlignedArray<T> columns;
   std::vector<T> position;      // y then x of each pixel's first tap, unshifted
   std::vector<T> weight;        // the 4 corner weights of each pixel (mask folded in)
   std::vector<uint32_t> pixel;  // the 4 corner pixels (flat, in one image)
@@ -220,8 +219,8 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
 
   // B of group g: row kk = tap * C/groups + c, column o is
   // weight[g * O/groups + o][c][tap]; zeros past O/groups.
-  std::vector<T> packed_weight(p.groups * packed_group);
-  T* packed = packed_weight.data();
+  const AlignedArray<T> packed_weight = aligned_array<T>(p.groups * packed_group);
+  T* packed = packed_weight.get();
   for (int64_t g = 0; g < p.groups; ++g)
     for (int64_t j0 = 0; j0 < group_out; j0 += S::NR)
       for (int64_t kk = 0; kk < k; ++kk) {
@@ -238,14 +237,14 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
         packed_bias.push_back(j < group_out ? bias[g * group_out + j] : T{0});
 
   // Left uninitialized: copy_layout writes all of it.
-  const std::unique_ptr<T[]> channels_last(
-      new T[p.batch * (p.height * p.width + 1) * p.in_channels]);
+  const AlignedArray<T> channels_last =
+      aligned_array<T>(p.batch * (p.height * p.width + 1) * p.in_channels);
   copy_layout<Layout::kChannelsLast>(input, p, channels_last.get(), parallel_for);
 
   const int64_t row_size = p.groups * k;
   const int64_t tile = tile_pixels(p, row_size * int64_t{sizeof(T)}, S::MR);
   const int64_t tile_count = ceil_div(p.out_h * p.out_w, tile);
-  const Call<T> call{p, channels_last.get(), offset, mask, packed_weight.data(),
+  const Call<T> call{p, channels_last.get(), offset, mask, packed_weight.get(),
                      bias ? packed_bias.data() : nullptr, output, taps, group_channels,
                      group_out, k, packed_group, padded_group_out, row_size, tile,
                      tile_count};

@@ -30,7 +30,6 @@
 // have zero gradients.
 #include <algorithm>
 #include <array>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -142,13 +141,13 @@ struct TileScratch {
 
   explicit TileScratch(const Backward<T>& b)
       : stride(round_up(b.tile, kMaxLanes)),
-        grad_rows(new T[b.tile * b.p.out_channels]),
+        grad_rows(aligned_array<T>(b.tile * b.p.out_channels)),
         position(2 * stride),
         weight(4 * stride),
         pixel(4 * stride),
         fraction(2 * stride) {}
   int64_t stride;
-  std::unique_ptr<T[]> grad_rows;  // the tile's grad_output, pixel-major (tile x O)
+  AlignedArray<T> grad_rows;  // the tile's grad_output, pixel-major (tile x O)
   std::vector<T> position, weight;
   std::vector<uint32_t> pixel;
   std::vector<T> fraction;  // ly then lx of each pixel
@@ -429,8 +428,8 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   // B of G's GEMM for group g: row o, column kk = tap * C/groups + c is
   // weight[g * O/groups + o][c][tap]; zeros past k.
   const int64_t packed_group = gemm_packed_size(k, group_out, S::NR);
-  std::vector<T> packed_weight(p.groups * packed_group);
-  T* packed = packed_weight.data();
+  const AlignedArray<T> packed_weight = aligned_array<T>(p.groups * packed_group);
+  T* packed = packed_weight.get();
   for (int64_t g = 0; g < p.groups; ++g)
     for (int64_t j0 = 0; j0 < k; j0 += S::NR)
       for (int64_t o = 0; o < group_out; ++o)
@@ -452,23 +451,23 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   const auto bc_tasks = interleaved(block_count * kScatterRanges, p.groups * panels);
 
   // Left uninitialized where every value read is written first.
-  const std::unique_ptr<T[]> image(new T[(image_plane + 1) * p.in_channels]);
-  const std::unique_ptr<T[]> grad_columns(new T[band * row_size]);
-  const std::unique_ptr<T[]> columns(new T[p.groups * column_group]);
+  const AlignedArray<T> image = aligned_array<T>((image_plane + 1) * p.in_channels);
+  const AlignedArray<T> grad_columns = aligned_array<T>(band * row_size);
+  const AlignedArray<T> columns = aligned_array<T>(p.groups * column_group);
   // The padding columns of each group's last panel are never written; the
   // GEMM's results for them are discarded, but zeros keep them defined.
   if (k % S::NR)
     for (int64_t g = 0; g < p.groups; ++g)
       std::fill_n(columns.get() + g * column_group + (panels - 1) * band * S::NR,
                   band * S::NR, T{0});
-  const std::unique_ptr<uint32_t[]> corner_pixel(new uint32_t[sampled * 4 * band]);
-  const std::unique_ptr<T[]> corner_weight(new T[sampled * 4 * band]);
-  const std::unique_ptr<T[]> grad_image(new T[(image_plane + 1) * p.in_channels]);
+  const AlignedArray<uint32_t> corner_pixel = aligned_array<uint32_t>(sampled * 4 * band);
+  const AlignedArray<T> corner_weight = aligned_array<T>(sampled * 4 * band);
+  const AlignedArray<T> grad_image = aligned_array<T>((image_plane + 1) * p.in_channels);
   std::vector<T> weight_sum(p.out_channels * k, T{0}), bias_sum(p.out_channels, T{0});
 
   Backward<T> b{p, taps, group_channels, group_out, k, row_size, plane, sampled,
                 p.in_channels / p.offset_groups, S::NR, tile, band,
-                packed_weight.data(), packed_group, panels, column_group, blocks, bc_tasks,
+                packed_weight.get(), packed_group, panels, column_group, blocks, bc_tasks,
                 0, 0, {}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                 grad_columns.get(), columns.get(), corner_pixel.get(), corner_weight.get(),
                 grad_image.get(), weight_sum.data(), bias_sum.data()};

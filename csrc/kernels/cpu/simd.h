@@ -7,8 +7,11 @@
 // __attribute__((target(...))); selected_isa() says which copy to call.
 #pragma once
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <string_view>
 
 namespace customops {
@@ -40,6 +43,24 @@ __attribute__((always_inline)) inline void store(T* p, const Vec<T, W>& v) {
 template <typename T, typename U, int W>
 __attribute__((always_inline)) inline void load_as(Vec<U, W>& v, const T* p) {
   for (int l = 0; l < W; ++l) v[l] = static_cast<U>(p[l]);
+}
+
+// Arrays the vector loops read and write start on a cache line.  A run of
+// channels that starts at a multiple of 64 bytes into them then never
+// straddles two lines.  With 64-byte vectors (AVX-512) every load and store of
+// a run in memory aligned to only 16 bytes (what new[] guarantees) would
+// straddle two lines.  Left uninitialized, as new T[n].
+constexpr std::align_val_t kLineAlignment{64};
+
+struct AlignedDelete {
+  void operator()(void* p) const { ::operator delete[](p, kLineAlignment); }
+};
+template <typename T>
+using AlignedArray = std::unique_ptr<T[], AlignedDelete>;
+
+template <typename T>
+AlignedArray<T> aligned_array(size_t n) {
+  return AlignedArray<T>(static_cast<T*>(::operator new[](n * sizeof(T), kLineAlignment)));
 }
 
 // kBaseline is what every CPU of the architecture has: SSE2 on x86-64, NEON
