@@ -20,13 +20,30 @@ PACKAGES = ("torch", "torchvision", "onnx", "onnxruntime", "scipy", "pykdtree", 
 
 
 def cpu_model() -> str:
+    """The CPU as /proc/cpuinfo and sysfs name it: model name, vendor,
+    family and model (which tell one generation from another when the model
+    name is a virtual machine's "AMD EPYC"), and the caches of one core."""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
-        pass
-    return platform.processor() or "unknown"
+        return platform.processor() or "unknown"
+    caches = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level, kind, size = ((index / name).read_text().strip()
+                                 for name in ("level", "type", "size"))
+        except OSError:
+            continue
+        if kind != "Instruction":
+            caches.append(f"L{level}{'d' if kind == 'Data' else ''} {size}")
+    identity = ", ".join(f"{label} {fields[key]}" for label, key in
+                         (("vendor", "vendor_id"), ("family", "cpu family"), ("model", "model"))
+                         if key in fields)
+    return (f"{fields.get('model name', platform.processor() or 'unknown')} ({identity}"
+            + (f"; caches {', '.join(caches)}" if caches else "") + ")")
 
 
 def _git(*args) -> str:

@@ -49,6 +49,22 @@ def test_every_target_gets_a_verdict_with_its_spread(quick_run):
     assert (quick_run / "ratios.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_report_names_the_cpu_generation(quick_run):
+    """A virtual machine's model name ("AMD EPYC") does not tell one
+    generation from another; the machine line adds family, model and caches."""
+    info = {}
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    machine = next(line for line in (quick_run / "results.md").read_text().splitlines()
+                   if line.startswith("- machine: "))
+    assert machine.startswith(f"- machine: {info.get('model name', '')}"), machine
+    if "cpu family" in info:  # x86
+        assert f"family {info['cpu family']}, model {info['model']}" in machine, machine
+    if list(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        assert "; caches L1d " in machine, machine
+
+
 # Run in a child process: importing bench/run.py sets the thread variables of
 # os.environ, which later tests' subprocesses would inherit.
 PUBLISH = """
