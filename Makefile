@@ -63,7 +63,7 @@ headers: $(DEPS)
 
 # Other onnxruntime releases the notebooks run models on, one small venv each
 # in build/ort-venvs/ (tools/ort_venv.py; about 30 s each the first time).
-NOTEBOOK_ORT_RELEASES := 1.24.4
+NOTEBOOK_ORT_RELEASES := 1.24.4 1.25.0 1.31.1
 
 ort-venvs: $(DEPS)
 	for version in $(NOTEBOOK_ORT_RELEASES); do \

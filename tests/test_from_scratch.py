@@ -1,7 +1,8 @@
 """The from-scratch example ops (examples/my_first_op, examples/port_seed) that
 notebook 07 builds: each builds with the g++ line its header comment gives,
-warning-free, needing nothing but the ORT headers; and the ownership mistake
-the classic op's shape inference warns about really kills the process."""
+warning-free, needing nothing but the ORT headers, and runs in an older
+onnxruntime than the headers'; and the ownership mistake the classic op's
+shape inference warns about really kills the process."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import ort_headers  # noqa: E402
+from ort_venv import ort_python  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SOURCES = [EXAMPLES / "my_first_op" / "embed_lite.cc", EXAMPLES / "my_first_op" / "embed_classic.cc",
@@ -82,3 +87,48 @@ def test_owning_wrapper_in_shape_inference_is_a_double_free(tmp_path):
     assert results["right"].stdout.strip() == "['n', 3]"
     assert results["wrong"].returncode == -signal.SIGABRT, results["wrong"]
     assert "free(): double free detected" in results["wrong"].stderr
+
+
+# (example, op, domain, its version, inputs as (name, ONNX type, value)) for
+# a session in an older runtime.
+OLDER_RUNTIME = "1.24.4"
+FLOATS = np.ones((2, 3), np.float32)
+RUNS = [
+    (EXAMPLES / "my_first_op" / "embed_lite.cc", "embed", "my_ops", 1,
+     [("ids", TensorProto.INT64, np.array([1, 0])), ("table", TensorProto.FLOAT, FLOATS)]),
+    (EXAMPLES / "my_first_op" / "embed_classic.cc", "embed", "my_ops", 2,
+     [("ids", TensorProto.INT64, np.array([1, 0])), ("table", TensorProto.FLOAT, FLOATS)]),
+    (EXAMPLES / "port_seed" / "foo_op.cc", "Foo", "custom", 1,
+     [("X", TensorProto.FLOAT, FLOATS), ("Y", TensorProto.FLOAT, FLOATS)]),
+]
+RUN_CHILD = """
+import sys
+import numpy as np, onnxruntime as ort
+options = ort.SessionOptions()
+options.register_custom_ops_library(sys.argv[1])
+sess = ort.InferenceSession(sys.argv[2], options)
+print(sess.run(None, dict(np.load(sys.argv[3])))[0].tolist())
+"""
+
+
+@pytest.mark.parametrize("source, op, domain, version, inputs", RUNS, ids=lambda v: getattr(v, "name", None))
+def test_runs_in_an_older_runtime(source, op, domain, version, inputs, tmp_path):
+    """The examples negotiate the API version with the runtime and claim it
+    for their ops: onnxruntime 1.24.4 refuses an op that claims the headers'
+    newer version ("Unsupported version '29' in custom op") when a session
+    creates its kernel."""
+    library = tmp_path / f"lib{source.stem}.so"
+    build(source, library)
+    node = helper.make_node(op, [name for name, _, _ in inputs], ["out"], domain=domain)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(name, kind, value.shape)
+                                            for name, kind, value in inputs],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 19), helper.make_opsetid(domain, version)]), tmp_path / "model.onnx")
+    np.savez(tmp_path / "feeds.npz", **{name: value for name, _, value in inputs})
+    done = subprocess.run([str(ort_python(OLDER_RUNTIME)), "-c", RUN_CHILD, str(library),
+                           str(tmp_path / "model.onnx"), str(tmp_path / "feeds.npz")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = FLOATS[[1, 0]] if op == "embed" else FLOATS + FLOATS
+    assert done.stdout.strip() == str(expected.tolist())

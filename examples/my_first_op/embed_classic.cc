@@ -136,10 +136,9 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   Ort::InitApi(api_base->GetApi(version));
 
   static EmbedOp op;  // the op and its domain outlive every session
-  // op.version stays ORT_API_VERSION, as CustomOpBase sets it: the OrtCustomOp
-  // layout these headers fill in, which tells ORT which members exist.
-  static Ort::CustomOpDomain domain = [] {
+  static Ort::CustomOpDomain domain = [version] {
     Ort::CustomOpDomain d("my_ops");
+    op.version = version;  // not ORT_API_VERSION: older runtimes refuse that (embed_lite.cc)
     d.Add(&op);
     return d;
   }();

@@ -91,11 +91,16 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
       Op{Ort::Custom::CreateLiteCustomOp("embed", "CPUExecutionProvider", embed)},
       Op{Ort::Custom::CreateLiteCustomOp<EmbedScaled>("embed_scaled", "CPUExecutionProvider")},
       Op{Ort::Custom::CreateLiteCustomOp("embed_affine", "CPUExecutionProvider", embed_affine)}};
-  // Each op's `version` stays ORT_API_VERSION, as CreateLiteCustomOp sets it: the
-  // OrtCustomOp layout these headers fill in, which tells ORT which members exist.
-  static Ort::CustomOpDomain domain = [] {
+  // Each op's `version` says which members of the OrtCustomOp struct exist;
+  // CreateLiteCustomOp sets ORT_API_VERSION.  A runtime older than that
+  // refuses the op when a session uses it ("Unsupported version '29' in
+  // custom op", onnxruntime 1.24.4): claim the negotiated version instead.
+  static Ort::CustomOpDomain domain = [version] {
     Ort::CustomOpDomain d("my_ops");
-    for (const Op& op : ops) d.Add(op.get());
+    for (const Op& op : ops) {
+      op->version = version;
+      d.Add(op.get());
+    }
     return d;
   }();
   try {
