@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from helpers import single_node_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import ort_headers  # noqa: E402
@@ -89,17 +89,17 @@ def test_owning_wrapper_in_shape_inference_is_a_double_free(tmp_path):
     assert "free(): double free detected" in results["wrong"].stderr
 
 
-# (example, op, domain, its version, inputs as (name, ONNX type, value)) for
-# a session in an older runtime.
+# (example, op, domain, its version, inputs, expected output) for a session in
+# an older runtime.
 OLDER_RUNTIME = "1.24.4"
-FLOATS = np.ones((2, 3), np.float32)
+IDS, FLOATS = np.array([1, 0]), np.ones((2, 3), np.float32)
 RUNS = [
     (EXAMPLES / "my_first_op" / "embed_lite.cc", "embed", "my_ops", 1,
-     [("ids", TensorProto.INT64, np.array([1, 0])), ("table", TensorProto.FLOAT, FLOATS)]),
+     {"ids": IDS, "table": FLOATS}, FLOATS[IDS]),
     (EXAMPLES / "my_first_op" / "embed_classic.cc", "embed", "my_ops", 2,
-     [("ids", TensorProto.INT64, np.array([1, 0])), ("table", TensorProto.FLOAT, FLOATS)]),
+     {"ids": IDS, "table": FLOATS}, FLOATS[IDS]),
     (EXAMPLES / "port_seed" / "foo_op.cc", "Foo", "custom", 1,
-     [("X", TensorProto.FLOAT, FLOATS), ("Y", TensorProto.FLOAT, FLOATS)]),
+     {"X": FLOATS, "Y": FLOATS}, FLOATS + FLOATS),
 ]
 RUN_CHILD = """
 import sys
@@ -111,24 +111,21 @@ print(sess.run(None, dict(np.load(sys.argv[3])))[0].tolist())
 """
 
 
-@pytest.mark.parametrize("source, op, domain, version, inputs", RUNS, ids=lambda v: getattr(v, "name", None))
-def test_runs_in_an_older_runtime(source, op, domain, version, inputs, tmp_path):
+@pytest.mark.parametrize("source, op, domain, version, inputs, expected", RUNS,
+                         ids=lambda v: getattr(v, "name", None))
+def test_runs_in_an_older_runtime(source, op, domain, version, inputs, expected, tmp_path):
     """The examples negotiate the API version with the runtime and claim it
     for their ops: onnxruntime 1.24.4 refuses an op that claims the headers'
     newer version ("Unsupported version '29' in custom op") when a session
     creates its kernel."""
     library = tmp_path / f"lib{source.stem}.so"
     build(source, library)
-    node = helper.make_node(op, [name for name, _, _ in inputs], ["out"], domain=domain)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(name, kind, value.shape)
-                                            for name, kind, value in inputs],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
-    onnx.save(helper.make_model(graph, ir_version=10, opset_imports=[
-        helper.make_opsetid("", 19), helper.make_opsetid(domain, version)]), tmp_path / "model.onnx")
-    np.savez(tmp_path / "feeds.npz", **{name: value for name, _, value in inputs})
+    model = single_node_model(op, inputs, ["out"], domain=domain)
+    model.opset_import[1].version = version  # the domain's version the example registers
+    onnx.save(model, tmp_path / "model.onnx")
+    np.savez(tmp_path / "feeds.npz", **inputs)
     done = subprocess.run([str(ort_python(OLDER_RUNTIME)), "-c", RUN_CHILD, str(library),
                            str(tmp_path / "model.onnx"), str(tmp_path / "feeds.npz")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    expected = FLOATS[[1, 0]] if op == "embed" else FLOATS + FLOATS
     assert done.stdout.strip() == str(expected.tolist())
