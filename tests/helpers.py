@@ -12,6 +12,15 @@ import numpy as np
 from customops.builder import single_node_model  # noqa: F401  (used by the tests)
 
 
+def torch_generator(rng):
+    """A torch generator seeded from a numpy one (the test's ``rng``): torch's
+    random functions take it as ``generator=``, so nothing is drawn from
+    torch's global generator (tests/conftest.py fails a test that does)."""
+    import torch
+
+    return torch.Generator().manual_seed(int(rng.integers(2**63)))
+
+
 def feeds(inputs: dict) -> dict:
     return {name: array for name, array in inputs.items() if array is not None}
 

@@ -38,7 +38,7 @@ def test_constructor_is_torchvisions():
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=["plain", "grouped-no-bias"])
-def test_same_parameters_repr_and_seeded_initialisation(geometry):
+def test_same_parameters_repr_and_seeded_initialisation(torch_seeded, geometry):
     torch.manual_seed(0)
     theirs = torchvision.ops.DeformConv2d(**geometry)
     torch.manual_seed(0)
@@ -55,8 +55,7 @@ def test_same_parameters_repr_and_seeded_initialisation(geometry):
 
 @pytest.mark.parametrize("mask", [False, True], ids=["no-mask", "mask"])
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=["plain", "grouped-no-bias"])
-def test_torchvision_checkpoint_loads_and_gives_torchvisions_output(geometry, mask):
-    torch.manual_seed(1)
+def test_torchvision_checkpoint_loads_and_gives_torchvisions_output(torch_seeded, geometry, mask):
     theirs = torchvision.ops.DeformConv2d(**geometry)
     ours = customops.DeformConv2d(**geometry)           # other random weights...
     ours.load_state_dict(theirs.state_dict())           # ...replaced by the checkpoint (strict)
@@ -82,8 +81,7 @@ class DCN(torch.nn.Module):
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
-def test_torchvision_checkpoint_exports_to_our_node(dynamo):
-    torch.manual_seed(2)
+def test_torchvision_checkpoint_exports_to_our_node(torch_seeded, dynamo):
     reference = DCN(torchvision.ops.DeformConv2d).eval()
     ours = DCN(customops.DeformConv2d).eval()
     ours.load_state_dict(reference.state_dict())
@@ -100,9 +98,8 @@ def test_torchvision_checkpoint_exports_to_our_node(dynamo):
         torch.testing.assert_close(ours(other), reference(other), rtol=1e-4, atol=1e-5)
 
 
-def test_trains_like_torchvisions_module():
+def test_trains_like_torchvisions_module(torch_seeded):
     """The module's parameters get torchvision's gradients (the backward is the op's)."""
-    torch.manual_seed(3)
     reference = DCN(torchvision.ops.DeformConv2d)
     ours = DCN(customops.DeformConv2d)
     ours.load_state_dict(reference.state_dict())

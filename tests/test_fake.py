@@ -93,10 +93,17 @@ class _Call(torch.nn.Module):
         return self.op(*args, **self.attrs)
 
 
+_GEN = torch.Generator().manual_seed(0)   # module-level examples: no test's rng yet
+
+
+def _rand(*shape):
+    return torch.rand(shape, generator=_GEN)
+
+
 def _deform_args(n=2, c=4, h=6, w=5):
     """input, weight, offset, mask of a 3x3 deform_conv2d with padding 1 (out = in)."""
-    return (torch.rand(n, c, h, w), torch.rand(8, c, 3, 3), torch.rand(n, 18, h, w),
-            torch.rand(n, 9, h, w))
+    return (_rand(n, c, h, w), _rand(8, c, 3, 3), _rand(n, 18, h, w),
+            _rand(n, 9, h, w))
 
 
 _DEFORM_ATTRS = dict(bias=None, stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1,
@@ -104,13 +111,13 @@ _DEFORM_ATTRS = dict(bias=None, stride=(1, 1), padding=(1, 1), dilation=(1, 1), 
 Dim = torch.export.Dim
 # (id, op, args, attrs, dynamic shapes that break a relation the kernel checks, message)
 RELATIONS = [
-    ("my_add-b-of-a", torch.ops.customops.my_add, (torch.rand(2, 8), torch.rand(2, 8)), {},
+    ("my_add-b-of-a", torch.ops.customops.my_add, (_rand(2, 8), _rand(2, 8)), {},
      ({0: Dim("n")}, {0: Dim("m")}), "must always be equal"),
     ("knn-xyz-3-columns", torch.ops.customops.knn_query.default,
-     (4, torch.rand(32, 3), torch.tensor([32], dtype=torch.int32)), {},
+     (4, _rand(32, 3), torch.tensor([32], dtype=torch.int32)), {},
      (None, {0: Dim("n"), 1: Dim("c")}, None), "specialized it to be a constant (3)"),
     ("knn-new_offset-of-offset", torch.ops.customops.knn_query.default,
-     (4, torch.rand(32, 3), torch.tensor([16, 32], dtype=torch.int32), torch.rand(8, 3),
+     (4, _rand(32, 3), torch.tensor([16, 32], dtype=torch.int32), _rand(8, 3),
       torch.tensor([4, 8], dtype=torch.int32)), {},
      (None, None, {0: Dim("b")}, None, {0: Dim("b2")}), "must always be equal"),
     ("deform-offset-batch", torch.ops.customops.deform_conv2d.default, _deform_args(),
@@ -119,7 +126,7 @@ RELATIONS = [
      _DEFORM_ATTRS, ({2: Dim("h")}, None, {2: Dim("h")}, {2: Dim("h2")}),
      "must always be equal"),
     ("deform-backward-grad", torch.ops.customops.deform_conv2d_backward.default,
-     (torch.rand(2, 8, 6, 5), *_deform_args()),
+     (_rand(2, 8, 6, 5), *_deform_args()),
      {k: v for k, v in _DEFORM_ATTRS.items() if k != "bias"},
      ({0: Dim("m")}, {0: Dim("n")}, None, {0: Dim("n")}, {0: Dim("n")}), "must always be equal"),
 ]

@@ -8,7 +8,7 @@ import torch
 import customops
 from customops.ort import session
 from exporting import verify
-from helpers import feeds, single_node_model
+from helpers import feeds, single_node_model, torch_generator
 from optable import OPS, tensors
 
 OP = OPS["my_add"]
@@ -65,9 +65,10 @@ def test_pybind_function_matches_numpy(rng):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
-def test_gradient(dtype):
-    a = torch.randn(5, dtype=dtype).requires_grad_()
-    b = torch.randn(5, dtype=dtype).requires_grad_()
+def test_gradient(rng, dtype):
+    gen = torch_generator(rng)
+    a = torch.randn(5, dtype=dtype, generator=gen).requires_grad_()
+    b = torch.randn(5, dtype=dtype, generator=gen).requires_grad_()
     customops.my_add(a, b).sum().backward()
     assert torch.equal(a.grad, torch.full((5,), 2.0, dtype=dtype))
     assert torch.equal(b.grad, torch.ones(5, dtype=dtype))
@@ -80,8 +81,9 @@ class MyAddModel(torch.nn.Module):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
-def test_export_runs_in_ort(dynamo, dtype):
-    a, b = torch.randn(2, 3, dtype=dtype), torch.randn(2, 3, dtype=dtype)
+def test_export_runs_in_ort(rng, dynamo, dtype):
+    gen = torch_generator(rng)
+    a, b = (torch.randn(2, 3, dtype=dtype, generator=gen) for _ in range(2))
     model = verify(MyAddModel(), (a, b), dynamo=dynamo, rtol=1e-3, atol=1e-3)
     assert [(n.domain, n.op_type) for n in model.graph.node] == [("custom", "my_add")]
     assert {i.type.tensor_type.elem_type for i in model.graph.input} == {
