@@ -17,6 +17,7 @@ onnxruntime only, never torch.
 The package, by concern:
     cli.py           the command line
     diagnosis.py     reads the model, runs every check, orders the findings
+    text.py          strings that are not UTF-8: findings, and a copy the checks can read
     model_checks.py  IR version, opsets, libraries, model-local functions, output types
     nodes.py         probes each distinct node in its own session (NodeChecks)
     explain.py       ORT's message about a node -> the explanation (a table)

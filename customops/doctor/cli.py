@@ -26,8 +26,9 @@ def main(argv=None) -> int:
         print(f"customops.doctor: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001  a bug here: still one line, never a traceback
+        said = (str(error).splitlines() or [""])[0]  # pybind11's TypeErrors span lines
         print(f"customops.doctor: internal error on {probe.printable(args.model)} "
-              f"({type(error).__name__}: {error}); please report it with the model",
+              f"({type(error).__name__}: {said}); please report it with the model",
               file=sys.stderr)
         return 3
     print(diagnosis.to_json() if args.json else diagnosis)

@@ -13,6 +13,7 @@ from .findings import Finding, domain_name
 from .model_checks import (check_libraries, function_findings, model_checks,
                            output_type_findings)
 from .nodes import NodeChecks
+from .text import checked_text
 
 
 class ModelReadError(ValueError):
@@ -85,9 +86,10 @@ def diagnose(model, libraries=()) -> Diagnosis:
     library paths) are registered, each with its fix.  Raises ModelReadError
     if the model cannot be read."""
     proto, name = read_model(model)
+    proto, text_findings = checked_text(proto)  # every check below reads only text
     rt = probe.Runtime()
     libraries, findings = check_libraries(libraries, rt)
-    findings += model_checks(proto, rt)
+    findings += text_findings + model_checks(proto, rt)
     nodes = NodeChecks(proto, rt, libraries)
     refused = {f.op for f in findings if f.kind == "opset"}  # every node probe would fail too
     if not refused & {domain_name(d) for d in probe.STANDARD_DOMAINS}:
@@ -96,8 +98,11 @@ def diagnose(model, libraries=()) -> Diagnosis:
     # external data itself), or a copy at an IR version this runtime reads.  ORT's
     # Python binding takes only paths that are valid UTF-8 (onnxruntime 1.31.1
     # raises a TypeError for others); such a model is loaded from the bytes read
-    # above, its external data included.
-    whole = model if isinstance(model, (str, os.PathLike)) and probe.takes_path(model) else proto
+    # above, its external data included.  So is a model with strings that are not
+    # UTF-8, as escaped above: ORT quotes them in its messages, which its binding
+    # cannot decode (onnxruntime 1.32.0 then prints "EP Error" lines to stdout).
+    whole = model if isinstance(model, (str, os.PathLike)) and probe.takes_path(model) \
+        and not text_findings else proto
     if proto.ir_version > rt.max_ir_version:
         whole = onnx.ModelProto()
         whole.CopyFrom(proto)

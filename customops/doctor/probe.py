@@ -161,9 +161,10 @@ class Runtime:
                 options.register_custom_ops_library(library)
             session = onnxruntime.InferenceSession(model, options,
                                                    providers=["CPUExecutionProvider"])
+            # Names that are not UTF-8 fail here (pybind11 decodes them)
+            types = {o.name: ort_type(o) for o in session.get_outputs()}
         except Exception as error:  # noqa: BLE001  every ORT failure is an answer here
             return Outcome(False, first_line(error))
-        types = {o.name: ort_type(o) for o in session.get_outputs()}
         return Outcome(True, outputs={k: v for k, v in types.items() if v is not None})
 
     def _empty_model(self, opsets: dict, ir_version: int) -> onnx.ModelProto:
