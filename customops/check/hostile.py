@@ -42,14 +42,9 @@ def omitted_models(model):
             if not name:
                 continue
             variant = copy(model)
-            inputs = list(node.input)
-            inputs[i] = ""
-            while inputs and inputs[-1] == "":
-                inputs.pop()
-            del variant.graph.node[n].input[:]
-            variant.graph.node[n].input.extend(inputs)
+            variant.graph.node[n].input[i] = ""  # kept in place, even when last
             found[f"{label}input {i} ({name}) omitted"] = _prune(variant), name
-        for keep in range(len(node.input) - 2, 0, -1):
+        for keep in range(len(node.input) - 1, 0, -1):
             variant = copy(model)
             del variant.graph.node[n].input[keep:]
             found[f"{label}inputs {keep}.. dropped"] = _prune(variant), None
@@ -172,11 +167,11 @@ def check(name, target, cases, results):
             if problem:
                 return record(name, False, f"{text}: ran, but {problem}")
         if name == "nonfinite" and any(o[3] for o in done["outputs"]):
-            nan_out.append(text.split(" (")[0])
+            nan_out.append(text.split(" in ", 1)[1].split(" (")[0])  # the input
     detail = f"{len(mine)} cases: {counts['refused']} refused with an error, {counts['ran']} ran"
     if name == "nonfinite":
-        detail += (f"; non-finite outputs from {', '.join(sorted(set(nan_out)))}" if nan_out
-                   else "; no output held a NaN or inf")
+        detail += (f"; NaN or inf in {', '.join(sorted(set(nan_out)))} made outputs non-finite"
+                   if nan_out else "; no output held a NaN or inf")
     return record(name, True, detail + ", none crashed or hung")
 
 
