@@ -54,8 +54,9 @@ def libraries(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def scale_add(tmp_path_factory):
-    """The model (z keeps x's named dimension u0) and two samples, the second
-    larger than the 64-row buffer of BUG_LARGE_SAMPLE."""
+    """The model (z keeps x's named dimension u0) and three samples, two of
+    them larger than the 64-row buffer of BUG_LARGE_SAMPLE and different, so
+    that two threads run different large inputs at once."""
     folder = tmp_path_factory.mktemp("scale_add")
     node = helper.make_node("scale_add", ["x", "y"], ["z"], domain="check")
     graph = helper.make_graph(
@@ -66,7 +67,7 @@ def scale_add(tmp_path_factory):
         helper.make_opsetid("", 19), helper.make_opsetid("check", 1)])
     onnx.save(model, folder / "scale_add.onnx")
     rng = np.random.default_rng(30)  # module-scoped: one stream for every test here
-    for name, rows in (("small", 5), ("large", 100_000)):
+    for name, rows in (("small", 5), ("large", 100_000), ("large2", 100_000)):
         np.savez(folder / f"{name}.npz", x=rng.standard_normal((rows, 16), dtype=np.float32),
                  y=rng.standard_normal((rows, 16), dtype=np.float32))
     (folder / "reference.py").write_text("def scale_add(x, y):\n    return 2 * x + y\n")
@@ -78,7 +79,7 @@ def test_each_bug_fails_its_check(bug, libraries, scale_add):
     done = subprocess.run(
         [sys.executable, "-m", "customops.check", str(scale_add / "scale_add.onnx"),
          "--library", str(libraries[bug]), "--inputs", str(scale_add / "small.npz"),
-         "--inputs", str(scale_add / "large.npz"),
+         "--inputs", str(scale_add / "large.npz"), "--inputs", str(scale_add / "large2.npz"),
          "--reference", f"{scale_add / 'reference.py'}:scale_add", "--json"],
         capture_output=True, text=True, timeout=900)
     report = json.loads(done.stdout)
@@ -96,7 +97,7 @@ def test_each_bug_fails_its_check(bug, libraries, scale_add):
 
 def test_cannot_run_is_one_line_and_exit_2(tmp_path, scale_add):
     done = subprocess.run([sys.executable, "-m", "customops.check", str(tmp_path / "none.onnx"),
-                           "--library", library_path(), "--inputs", str(scale_add / "small.npz")],
+                           "--library", str(SOURCE), "--inputs", str(scale_add / "small.npz")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "cannot read the model" in done.stderr

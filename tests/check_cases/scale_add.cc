@@ -63,7 +63,8 @@ struct ScaleAddKernel {
     for (int64_t i = 0; i < count; ++i) z[i] = doubled[i % (64 * 16)] + b[i];
 #else
 #ifdef BUG_EMPTY_INPUT
-    volatile const int64_t width = shape[0] * shape[1] / shape[0];  // no rows: division by zero (SIGFPE)
+    // no rows: an integer division by zero (SIGFPE)
+    const int64_t width = static_cast<int64_t>(x.GetTensorTypeAndShapeInfo().GetElementCount()) / shape[0];
 #else
     const int64_t width = shape[1];
 #endif
