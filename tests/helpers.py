@@ -63,39 +63,19 @@ def random_clouds(rng, sizes, dims=3, duplicates=False):
 def empty_name_cases(ops):
     """Single-node models whose node gives a required input or an output the
     empty name (the ONNX spelling of "omitted"), one per op and position:
-    {id: (model, feeds)}.  The node's other outputs are the graph's outputs;
-    when none is left, an Identity of the first input keeps the graph valid."""
-    from onnx import helper
+    {id: (model, feeds)}.  The models are customops.check's own "omitted"
+    variants of each op's base call."""
+    from customops.check.hostile import omitted_models
 
     cases = {}
     for op in ops:
         base = op.declared(op.base.inputs)
-        full = single_node_model(op.onnx_name, base, op.output_names, **op.base.attrs)
-        for spec in op.inputs:
-            if spec.optional:
+        model = single_node_model(op.onnx_name, base, op.output_names, **op.base.attrs)
+        for text, (variant, _) in omitted_models(model).items():
+            kind, position, name = text.split()[:3]  # "input 1 (b) omitted", "inputs 2.. dropped"
+            if kind == "inputs" or (kind == "input" and op.inputs[int(position)].optional):
                 continue
-            inputs = {k: v for k, v in base.items() if k != spec.name}
-            model = single_node_model(op.onnx_name, base, op.output_names, **op.base.attrs)
-            node = model.graph.node[-1]
-            node.input[list(base).index(spec.name)] = ""
-            model.graph.input.remove(next(i for i in model.graph.input if i.name == spec.name))
-            cases[f"{op.name}-input-{spec.name}"] = (model, feeds(inputs))
-        for position, name in enumerate(op.output_names):
-            model = onnx_copy(full)
-            node = model.graph.node[-1]
-            node.output[position] = ""
-            model.graph.output.remove(next(o for o in model.graph.output if o.name == name))
-            if not model.graph.output:
-                first = next(n for n in node.input if n)
-                model.graph.node.append(helper.make_node("Identity", [first], ["kept"]))
-                model.graph.output.append(helper.make_empty_tensor_value_info("kept"))
-            cases[f"{op.name}-output-{name}"] = (model, feeds(base))
+            present = {i.name for i in variant.graph.input}
+            cases[f"{op.name}-{kind}-{name.strip('()')}"] = (
+                variant, {k: v for k, v in feeds(base).items() if k in present})
     return cases
-
-
-def onnx_copy(model):
-    import onnx
-
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    return copy

@@ -200,44 +200,24 @@ def test_ort_refuses_at_load(op, inputs, attrs, error, match):
 # the test instead of ending the run.
 EMPTY_NAMES = empty_name_cases(OPS.values())
 
-RUN_IN_CHILD = """
-import sys
-import numpy as np
-import onnxruntime
-model, library, *feeds = sys.argv[1:]
-options = onnxruntime.SessionOptions()
-options.log_severity_level = 4
-options.register_custom_ops_library(library)
-try:
-    sess = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    sess.run(None, {name: np.load(path) for name, path in (f.split("=", 1) for f in feeds)})
-except Exception as error:
-    sys.exit(f"{type(error).__name__}: {error}")
-print("ran")
-"""
 
 
 @pytest.mark.parametrize("case", EMPTY_NAMES)
 def test_ort_refuses_empty_required_names_at_load(case, tmp_path):
-    import subprocess
-    import sys
-
+    from customops.check.runner import run_cases, stopped
     from customops.ort import library_path
 
     model, inputs = EMPTY_NAMES[case]
-    path = tmp_path / "model.onnx"
-    path.write_bytes(model.SerializeToString())
-    args = []
-    for name, array in inputs.items():
-        np.save(tmp_path / f"{name}.npy", array)
-        args.append(f"{name}={tmp_path / name}.npy")
-    done = subprocess.run([sys.executable, "-c", RUN_IN_CHILD, str(path), library_path(), *args],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode >= 0, f"killed by signal {-done.returncode}\n{done.stderr}"
+    (tmp_path / "model.onnx").write_bytes(model.SerializeToString())
+    np.savez(tmp_path / "feeds.npz", **inputs)
+    done = run_cases([{"id": case, "kind": "fresh", "model": str(tmp_path / "model.onnx"),
+                       "feeds": [str(tmp_path / "feeds.npz")], "out": None}],
+                     [library_path()], tmp_path / "child", timeout=120)[case]
+    assert stopped(done) is None, stopped(done)
     op, kind, name = case.split("-")
     position = (OPS[op].input_names if kind == "input" else OPS[op].output_names).index(name)
-    assert done.returncode == 1 and done.stderr.startswith("InvalidGraph: "), done.stderr
-    assert f"{kind} {position} is marked single but has an empty string" in done.stderr
+    assert done["status"] == "refused-load" and "INVALID_GRAPH" in done["message"], done
+    assert f"{kind} {position} is marked single but has an empty string" in done["message"]
 
 
 def test_ort_nsample_zero_message_names_the_value():

@@ -1,0 +1,9 @@
+"""One check's result: {"name", "ok", "detail"} (ok None: the check did not run)."""
+
+CHECKS = ["reference", "declared", "omitted", "types", "empty", "nonfinite", "threads",
+          "determinism", "runtimes", "library"]
+
+
+def record(name: str, ok: bool | None, detail: str) -> dict:
+    assert name in CHECKS, name
+    return {"name": name, "ok": ok, "detail": detail}

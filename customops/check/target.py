@@ -1,0 +1,192 @@
+"""What is checked: the model, the libraries, the samples and the reference,
+read and validated once; and the model variants the checks write.
+
+Every variant keeps the model's custom nodes and changes only what the check
+is about: an input given the empty name, an input declared with another type
+or rank.  A sample that lacks an optional input gets the model with that
+input of the node given the empty name (ONNX's "omitted").
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..doctor.probe import STANDARD_DOMAINS, printable
+
+
+class CannotRun(Exception):
+    """The check cannot start (exit status 2): what is wrong, in one line."""
+
+
+@dataclass
+class Sample:
+    name: str          # the file it came from, or what the caller called it
+    arrays: dict       # model input name -> array (absent: an omitted optional input)
+
+
+@dataclass
+class Target:
+    model: onnx.ModelProto
+    libraries: list
+    samples: list
+    reference: Callable | None
+    rtol: float
+    atol: float
+    workdir: Path
+    written: dict = field(default_factory=dict)
+    counter: itertools.count = field(default_factory=itertools.count)
+
+    @property
+    def input_names(self):
+        return [i.name for i in self.model.graph.input]
+
+    @property
+    def output_names(self):
+        return [o.name for o in self.model.graph.output]
+
+    def custom_nodes(self):
+        return [n for n in self.model.graph.node if n.domain not in STANDARD_DOMAINS]
+
+    def write_model(self, model: onnx.ModelProto) -> str:
+        """The model in a file of the work directory (one file per distinct model)."""
+        data = model.SerializeToString()
+        if data not in self.written:
+            path = self.workdir / f"model{len(self.written)}.onnx"
+            path.write_bytes(data)
+            self.written[data] = str(path)
+        return self.written[data]
+
+    def new_path(self, suffix: str) -> Path:
+        """A file name of the work directory not given out before."""
+        return self.workdir / f"f{next(self.counter)}{suffix}"
+
+    def write_feeds(self, arrays: dict) -> str:
+        path = self.new_path(".npz")
+        np.savez(path, **arrays)
+        return str(path)
+
+    def sample_model(self, sample: Sample) -> onnx.ModelProto:
+        """The model for a sample: inputs the sample lacks are omitted in the node."""
+        return omit_inputs(self.model, [n for n in self.input_names if n not in sample.arrays])
+
+
+def copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    duplicate = onnx.ModelProto()
+    duplicate.CopyFrom(model)
+    return duplicate
+
+
+def omit_inputs(model: onnx.ModelProto, names) -> onnx.ModelProto:
+    """The model with the graph inputs ``names`` removed and given the empty
+    name wherever a node reads them (trailing empty names are dropped)."""
+    if not names:
+        return model
+    model = copy(model)
+    for node in model.graph.node:
+        kept = ["" if n in names else n for n in node.input]
+        while kept and kept[-1] == "":
+            kept.pop()
+        del node.input[:]
+        node.input.extend(kept)
+    for graph_input in [i for i in model.graph.input if i.name in names]:
+        model.graph.input.remove(graph_input)
+    return model
+
+
+def loosened(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with nothing declared about its outputs and intermediate
+    values, and every input dimension a symbol, so that a hostile input is refused or run by the kernel, not by
+    ORT's comparison with a declaration."""
+    model = copy(model)
+    del model.graph.value_info[:]
+    for graph_input in model.graph.input:
+        tensor = graph_input.type.tensor_type
+        if tensor.HasField("shape"):
+            for i, dim in enumerate(tensor.shape.dim):
+                dim.Clear()
+                dim.dim_param = f"{graph_input.name}_{i}"
+    outputs = [helper.make_empty_tensor_value_info(o.name) for o in model.graph.output]
+    del model.graph.output[:]
+    model.graph.output.extend(outputs)
+    return model
+
+
+def with_input_type(model: onnx.ModelProto, name: str, array: np.ndarray) -> onnx.ModelProto:
+    """The (loosened) model with input ``name`` declared as ``array``'s dtype and
+    rank, each dimension a symbol."""
+    model = loosened(model)
+    graph_input = next(i for i in model.graph.input if i.name == name)
+    graph_input.CopyFrom(helper.make_tensor_value_info(
+        name, helper.np_dtype_to_tensor_dtype(array.dtype),
+        [f"{name}_{i}" for i in range(array.ndim)]))
+    return model
+
+
+def read(model_path, libraries, samples, reference, rtol, atol, workdir) -> Target:
+    """Validates everything given; raises CannotRun naming what is wrong."""
+    try:
+        model = model_path if isinstance(model_path, onnx.ModelProto) else onnx.load(model_path)
+    except Exception as error:  # noqa: BLE001  any reason: the model cannot be read
+        raise CannotRun(f"cannot read the model {printable(model_path)}: "
+                        f"{type(error).__name__}: {error}") from None
+    if not libraries:
+        raise CannotRun("give the custom-op library to check (--library PATH)")
+    for library in libraries:
+        if not Path(library).is_file():
+            raise CannotRun(f"--library {printable(library)}: no such file")
+    if not samples:
+        raise CannotRun("give at least one sample of inputs (--inputs SAMPLE.npz)")
+    target = Target(model, [os.path.abspath(p) for p in libraries],
+                    [_sample(s, i) for i, s in enumerate(samples)],
+                    _reference(reference), rtol, atol, Path(workdir))
+    if not target.custom_nodes():
+        raise CannotRun("the model has no node of a custom domain: nothing to check")
+    names = set(target.input_names)
+    for sample in target.samples:
+        unknown = sorted(set(sample.arrays) - names)
+        if unknown:
+            raise CannotRun(f"sample {sample.name}: {', '.join(unknown)} is not an input of the "
+                            f"model (its inputs: {', '.join(target.input_names)})")
+    return target
+
+
+def _sample(given, index) -> Sample:
+    """A sample from an .npz path or a dict of arrays."""
+    if isinstance(given, dict):
+        return Sample(f"sample {index}", {k: np.asarray(v) for k, v in given.items()
+                                          if v is not None})
+    try:
+        with np.load(given, allow_pickle=False) as data:
+            return Sample(Path(given).name, {k: data[k] for k in data.files})
+    except Exception as error:  # noqa: BLE001
+        raise CannotRun(f"--inputs {printable(given)}: cannot read it as .npz "
+                        f"({type(error).__name__}: {error})") from None
+
+
+def _reference(given) -> Callable | None:
+    """A callable, or FILE.py:FUNCTION loaded from that file."""
+    if given is None or callable(given):
+        return given
+    path, _, name = str(given).rpartition(":")
+    if not path or not Path(path).is_file():
+        raise CannotRun(f"--reference {given}: expected FILE.py:FUNCTION with an existing file")
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001
+        raise CannotRun(f"--reference {given}: importing {path} failed "
+                        f"({type(error).__name__}: {error})") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise CannotRun(f"--reference {given}: {path} has no function {name}")
+    return function

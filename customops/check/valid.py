@@ -1,0 +1,163 @@
+"""The checks on the samples as given: reference, declared vs actual,
+threads, determinism.
+
+Each sample runs in a child process (one session per sample model), then
+once more in the same session and once in a fresh one; one more case runs
+all samples of a model from several threads on one session.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..doctor.probe import first_line, type_name
+
+from .record import record
+from .runner import stopped
+
+
+def cases(target, threads: int, calls: int) -> list:
+    found, by_model = [], {}
+    for i, sample in enumerate(target.samples):
+        model = target.write_model(target.sample_model(sample))
+        feeds = target.write_feeds(sample.arrays)
+        by_model.setdefault(model, []).append(feeds)
+        for kind, run in (("run", "first"), ("run", "again"), ("fresh", "fresh")):
+            found.append({"id": f"{run}:{i}", "kind": kind, "model": model, "feeds": [feeds],
+                          "out": str(target.workdir / f"{run}{i}.npz")})
+    for j, (model, feeds) in enumerate(by_model.items()):
+        found.append({"id": f"threads:{j}", "kind": "threads", "model": model, "feeds": feeds,
+                      "threads": threads, "calls": calls})
+    return found
+
+
+def outputs(target, results, run: str, i: int):
+    """The outputs of sample i's run, or the reason there are none."""
+    done = results[f"{run}:{i}"]
+    sample = target.samples[i].name
+    if done["status"] != "ran":
+        return None, f"sample {sample}: {stopped(done) or 'the run failed: ' + line(done)}"
+    with np.load(target.workdir / f"{run}{i}.npz") as data:
+        return [data[k] for k in target.output_names], None
+
+
+def line(done) -> str:
+    return first_line(done.get("message", ""))
+
+
+def check_reference(target, results):
+    if target.reference is None:
+        return record("reference", None, "not run: no reference given (--reference FILE.py:FUNCTION)")
+    for i, sample in enumerate(target.samples):
+        got, problem = outputs(target, results, "first", i)
+        if problem:
+            return record("reference", False, problem)
+        expected = target.reference(**sample.arrays)
+        expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        problem = compare(got, expected, target.output_names, target.rtol, target.atol)
+        if problem:
+            return record("reference", False, f"sample {sample.name}, {problem}")
+    return record("reference", True, f"{len(target.samples)} samples equal the reference "
+                  f"(rtol={target.rtol:g}, atol={target.atol:g})")
+
+
+def compare(got, expected, names, rtol, atol) -> str | None:
+    """What differs between two lists of outputs, or None."""
+    if len(got) != len(expected):
+        return f"the reference returned {len(expected)} outputs, the model has {len(got)}"
+    for name, g, e in zip(names, got, map(np.asarray, expected)):
+        if g.dtype != e.dtype or g.shape != e.shape:
+            return (f"output {name}: got {g.dtype}{list(g.shape)}, the reference "
+                    f"{e.dtype}{list(e.shape)}")
+        if g.dtype.kind in "fc":
+            close = np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            close = g == e
+        if not close.all():
+            where = tuple(int(i) for i in np.argwhere(~close)[0])
+            return (f"output {name}: {int((~close).sum())} of {g.size} values differ "
+                    f"(first at {list(where)}: {g[where]} instead of {e[where]})")
+    return None
+
+
+def declared_dims(value_info):
+    """The model's declaration of an output: (type text, dims or None)."""
+    tensor = value_info.type.tensor_type
+    elem = onnx.TensorProto.DataType.Name(tensor.elem_type).lower() if tensor.elem_type else None
+    dims = None
+    if tensor.HasField("shape"):
+        dims = [d.dim_value if d.HasField("dim_value") else d.dim_param or None
+                for d in tensor.shape.dim]
+    return elem and f"tensor({elem})", dims
+
+
+def check_declared(target, results):
+    model = {o.name: declared_dims(o) for o in target.model.graph.output}
+    for i, sample in enumerate(target.samples):
+        got, problem = outputs(target, results, "first", i)
+        if problem:
+            return record("declared", False, problem)
+        for (name, ort_type, shape), array in zip(results[f"first:{i}"]["declared"], got):
+            problem = disagreement(name, model.get(name, (None, None)), ort_type, shape, array)
+            if problem:
+                return record("declared", False, f"sample {sample.name}: {problem}")
+    return record("declared", True, "each output's type and shape, as the session declares them, "
+                  "agree with the model's declaration and with the arrays returned")
+
+
+def disagreement(name, model, ort_type, shape, array) -> str | None:
+    model_type, model_dims = model
+    actual = type_name(helper.np_dtype_to_tensor_dtype(array.dtype))
+    if model_type and ort_type != model_type:
+        return f"output {name}: the model declares {model_type}, the session {ort_type}"
+    if ort_type != actual:
+        return f"output {name}: the session declares {ort_type}, the run returns {actual}"
+    if model_dims is not None and len(model_dims) and not shape:
+        return (f"output {name}: the model declares the shape {model_dims}, the session no shape "
+                f"(the library's shape inference dropped it, e.g. a wrong rank)")
+    if model_dims is not None and shape is not None and len(model_dims) != len(shape):
+        return f"output {name}: the model declares rank {len(model_dims)}, the session {shape}"
+    for k, want in enumerate(model_dims or []):
+        if want is not None and shape[k] != want:
+            return (f"output {name}: dimension {k} is {want!r} in the model, {shape[k]!r} "
+                    f"in the session (shape {shape})")
+    if shape and len(shape) != array.ndim:
+        return f"output {name}: the session declares {shape}, the run returns {list(array.shape)}"
+    for k, size in enumerate(shape or []):
+        if isinstance(size, int) and size >= 0 and size != array.shape[k]:
+            return (f"output {name}: the session declares {shape}, the run returns "
+                    f"{list(array.shape)}")
+    return None
+
+
+def check_threads(target, results, threads: int, calls: int):
+    for j in range(len([k for k in results if k.startswith("threads:")])):
+        done = results[f"threads:{j}"]
+        if done["status"] != "ran":
+            return record("threads", False, f"{threads} threads on one session: "
+                          f"{stopped(done) or 'the session failed: ' + line(done)}")
+        if done["mismatches"]:
+            return record("threads", False, f"{threads} threads on one session: "
+                          f"{len(done['mismatches'])} calls differ from the serial run "
+                          f"(first: {done['mismatches'][0]})")
+    return record("threads", True, f"{threads} threads sharing one session, {calls} runs each, "
+                  "give the serial run's bits")
+
+
+def check_determinism(target, results):
+    for i, sample in enumerate(target.samples):
+        first, problem = outputs(target, results, "first", i)
+        for run in ("again", "fresh"):
+            other, problem = (first, problem) if problem else outputs(target, results, run, i)
+            if problem:
+                return record("determinism", False, problem)
+            for name, a, b in zip(target.output_names, first, other):
+                if a.shape != b.shape or a.tobytes() != b.tobytes():
+                    where = "a second run in the same session" if run == "again" else \
+                        "a fresh session"
+                    return record("determinism", False, f"sample {sample.name}, output {name}: "
+                                  f"{where} gives other bits")
+    return record("determinism", True, "each sample gives the same bits twice in one session "
+                  "and in a fresh session")

@@ -1,0 +1,156 @@
+// check::scale_add(x float[n, d], y float[n, d]) -> z float[n, d] = 2 * x + y, a
+// correct ONNX Runtime custom op (classic API) that passes customops.check,
+// and, with one of the BUG_* macros defined, the same op with one bug that
+// one check exists for (tests/test_check.py builds each):
+//   g++ -std=c++17 -O2 -shared -fPIC -Wl,--version-script=exports.lds -I$ORT_INCLUDE
+//       scale_add.cc -o libscale_add.so
+//   BUG_WRONG_RANK      the shape function declares z with rank 1     -> declared
+//   BUG_MEMBER_SCRATCH  the kernel keeps its scratch in a member      -> threads
+//   BUG_LARGE_SAMPLE    a fixed 64-row buffer: wrong from row 64 on   -> reference
+//   BUG_EMPTY_INPUT     divides by the number of rows                 -> empty
+//   BUG_LITE_API        the lite API's function kernel, which marks every
+//                       input optional: an omitted y reaches it as null -> omitted
+#define ORT_API_MANUAL_INIT  // the runtime hands us its API in RegisterCustomOps
+#include <onnxruntime_cxx_api.h>
+#include <onnxruntime_lite_custom_op.h>
+#undef ORT_API_MANUAL_INIT
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+const OrtApi& api() { return Ort::GetApi(); }
+
+struct ScaleAddKernel {
+#ifdef BUG_MEMBER_SCRATCH
+  std::vector<float> scratch;  // shared by every call of this node: a race under threads
+#endif
+
+  OrtStatusPtr ComputeV2(OrtKernelContext* raw) noexcept {
+    try {
+      compute(Ort::KernelContext(raw));
+      return nullptr;
+    } catch (const std::invalid_argument& e) {
+      return api().CreateStatus(ORT_INVALID_ARGUMENT, e.what());
+    } catch (const std::exception& e) {
+      return api().CreateStatus(ORT_FAIL, e.what());
+    }
+  }
+
+  void compute(Ort::KernelContext context) {
+    const Ort::ConstValue x = context.GetInput(0), y = context.GetInput(1);
+    const std::vector<int64_t> shape = x.GetTensorTypeAndShapeInfo().GetShape();
+    if (shape.size() != 2 || y.GetTensorTypeAndShapeInfo().GetShape() != shape)
+      throw std::invalid_argument("scale_add: x and y must be 2-D of one shape");
+    const float* a = x.GetTensorData<float>();
+    const float* b = y.GetTensorData<float>();
+    float* z = context.GetOutput(0, shape).GetTensorMutableData<float>();
+#ifdef BUG_MEMBER_SCRATCH
+    const int64_t count = shape[0] * shape[1];
+    scratch.assign(a, a + count);
+    for (int64_t i = 0; i < count; ++i) scratch[i] *= 2.0f;
+    for (int64_t i = 0; i < count; ++i) z[i] = scratch[i] + b[i];
+#elif defined(BUG_LARGE_SAMPLE)
+    float doubled[64 * 16];
+    const int64_t count = shape[0] * shape[1];
+    const int64_t kept = std::min<int64_t>(count, 64 * 16);
+    for (int64_t i = 0; i < kept; ++i) doubled[i] = 2.0f * a[i];
+    for (int64_t i = 0; i < count; ++i) z[i] = doubled[i % (64 * 16)] + b[i];
+#else
+#ifdef BUG_EMPTY_INPUT
+    // no rows: an integer division by zero (SIGFPE)
+    const int64_t width = static_cast<int64_t>(x.GetTensorTypeAndShapeInfo().GetElementCount()) / shape[0];
+#else
+    const int64_t width = shape[1];
+#endif
+    for (int64_t r = 0; r < shape[0]; ++r)
+      for (int64_t i = r * width; i < (r + 1) * width; ++i) z[i] = 2.0f * a[i] + b[i];
+#endif
+  }
+};
+
+struct ScaleAddOp : Ort::CustomOpBase<ScaleAddOp, ScaleAddKernel, /*WithStatus=*/true> {
+  ScaleAddOp() {
+    InferOutputShapeFn = infer_shape;
+  }
+  OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo*, void** kernel) const {
+    *kernel = new ScaleAddKernel;
+    return nullptr;
+  }
+  const char* GetName() const { return "scale_add"; }
+  size_t GetInputTypeCount() const { return 2; }
+  ONNXTensorElementDataType GetInputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
+  size_t GetOutputTypeCount() const { return 1; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
+
+  // z has x's shape, named dimensions included.  (Through the C API:
+  // Ort::ShapeInferContext::SetOutputShape of the 1.29 headers marks a named
+  // dimension -2, which onnxruntime 1.32.0 refuses, and ORT drops the status.)
+  static OrtStatusPtr infer_shape(const OrtCustomOp*, OrtShapeInferContext* context) noexcept {
+    try {
+      OrtTensorTypeAndShapeInfo* x_info = nullptr;  // the context's: not ours to free
+      Ort::ThrowOnError(api().ShapeInferContext_GetInputTypeShape(context, 0, &x_info));
+      const Ort::ConstTensorTypeAndShapeInfo x(x_info);
+      std::vector<int64_t> dims = x.GetShape();
+      const std::vector<const char*> symbols = x.GetSymbolicDimensions();
+      std::vector<std::string> names(symbols.begin(), symbols.end());
+#ifdef BUG_WRONG_RANK
+      dims.pop_back();  // (n, d) -> (n)
+      names.pop_back();
+#endif
+      const Ort::TensorTypeAndShapeInfo z(ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, dims, &names);
+      Ort::ThrowOnError(api().ShapeInferContext_SetOutputTypeShape(context, 0, z));
+      return nullptr;
+    } catch (const Ort::Exception& e) {
+      return api().CreateStatus(e.GetOrtErrorCode(), e.what());
+    }
+  }
+};
+
+#ifdef BUG_LITE_API
+// The lite API's spelling of the same kernel: a function of the op's inputs and outputs.
+Ort::Status scale_add_lite(const Ort::Custom::Tensor<float>& x, const Ort::Custom::Tensor<float>& y,
+                           Ort::Custom::Tensor<float>& z) {
+  const float* a = x.Data();
+  const float* b = y.Data();  // y omitted: a null value, read here
+  float* out = z.Allocate(x.Shape());
+  for (int64_t i = 0; i < x.NumberOfElement(); ++i) out[i] = 2.0f * a[i] + b[i];
+  return Ort::Status{nullptr};
+}
+#endif
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
+RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
+  // Built against newer headers than some runtimes it loads into: ask for
+  // min(runtime, headers), and claim that version for the op.
+  const int runtime = std::atoi(std::strchr(api_base->GetVersionString(), '.') + 1);
+  const int version = std::min(runtime, ORT_API_VERSION);
+  Ort::InitApi(api_base->GetApi(version));
+  // The op and its domain outlive every session: statics, made once.
+#ifdef BUG_LITE_API
+  static OrtCustomOp* const op =
+      Ort::Custom::CreateLiteCustomOp("scale_add", "CPUExecutionProvider", scale_add_lite);
+#else
+  static ScaleAddOp classic;
+  static OrtCustomOp* const op = &classic;
+#endif
+  static Ort::CustomOpDomain domain = [version] {
+    op->version = version;
+    Ort::CustomOpDomain d("check");
+    d.Add(op);
+    return d;
+  }();
+  try {
+    Ort::UnownedSessionOptions(options).Add(domain);
+    return nullptr;
+  } catch (const Ort::Exception& e) {
+    return Ort::GetApi().CreateStatus(e.GetOrtErrorCode(), e.what());
+  }
+}
