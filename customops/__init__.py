@@ -22,7 +22,7 @@ _LAZY = {
 }
 
 # submodules, importable as attributes: customops.ort, customops.notebook, ...
-_SUBMODULES = {"builder", "doctor", "notebook", "ops", "ort", "symbolic", "translations"}
+_SUBMODULES = {"builder", "doctor", "new_op", "notebook", "ops", "ort", "symbolic", "translations"}
 
 __all__ = sorted(_LAZY)
 
