@@ -78,9 +78,12 @@ def generate(spec: str, directory: str | Path) -> list[Path]:
         raise NewOpError(f"{target} is a file; DIR must be a new or empty directory")
     if target.is_dir() and any(target.iterdir()):
         raise NewOpError(f"{target} is not empty; DIR must be a new or empty directory")
+    sources = template_files()
+    if not sources:  # an install that left out the package data
+        raise NewOpError(f"the template is missing from {TEMPLATE}; reinstall customops")
     rename = renamer(namespace, name)
     written = []
-    for source in template_files():
+    for source in sources:
         destination = target / rename(str(source.relative_to(TEMPLATE)))
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_text(rename(source.read_text()))  # read_text follows the headers script's link
