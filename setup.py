@@ -52,6 +52,8 @@ setup(
     version="0.1.0",
     description="Custom PyTorch operators through ONNX into ONNX Runtime: a course",
     packages=find_packages(include=["customops", "customops.*"]),
+    # The op project python -m customops.new_op copies (its folders hold no __init__.py).
+    package_data={"customops.new_op": ["template/*", "template/.gitignore", "template/*/*"]},
     python_requires=">=3.10",
     ext_modules=[
         CppExtension(

@@ -1,0 +1,1 @@
+../../../../tools/ort_headers.py
