@@ -234,8 +234,9 @@ def test_torch_export_rejects_a_bad_call_while_tracing(rng):
 class DeformModel(torch.nn.Module):
     """The seeds' model: a Conv2d predicts offsets (and a mask) for a deformable conv."""
 
-    def __init__(self, mask: bool, bias: bool):
+    def __init__(self, mask: bool, bias: bool, deform_conv2d=customops.deform_conv2d):
         super().__init__()
+        self.deform_conv2d = deform_conv2d  # torchvision's for the reference
         self.offset = torch.nn.Conv2d(4, 2 * 9, 3, padding=1)
         self.mask = torch.nn.Conv2d(4, 9, 3, padding=1) if mask else None
         self.weight = torch.nn.Parameter(torch.randn(6, 4, 3, 3))
@@ -243,8 +244,8 @@ class DeformModel(torch.nn.Module):
 
     def forward(self, x):
         mask = torch.sigmoid(self.mask(x)) if self.mask is not None else None
-        return customops.deform_conv2d(x, self.offset(x), self.weight, self.bias,
-                                       padding=(1, 1), mask=mask)
+        return self.deform_conv2d(x, self.offset(x), self.weight, self.bias, padding=(1, 1),
+                                  mask=mask)
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
@@ -254,7 +255,14 @@ def test_export_runs_in_ort(dynamo, mask, bias):
     torch.manual_seed(0)
     model = DeformModel(mask, bias).eval()
     args = (torch.randn(2, 4, 11, 9),)
-    onnx_model = verify(model, args, dynamo=dynamo, rtol=1e-4, atol=1e-4)
+    reference = DeformModel(mask, bias, torchvision.ops.deform_conv2d).eval()
+    reference.load_state_dict(model.state_dict())
+
+    def expected(x):
+        with torch.no_grad():
+            return [reference(torch.from_numpy(x)).numpy()]
+
+    onnx_model = verify(model, args, dynamo=dynamo, rtol=1e-4, atol=1e-4, reference=expected)
     (node,) = [n for n in onnx_model.graph.node if n.domain == "custom"]
     assert node.op_type == "deform_conv2d"
     present = [name != "" for name in node.input]

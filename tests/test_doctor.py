@@ -164,6 +164,11 @@ CORPUS = {
                                                          opset=17, size=2), (), 1,
                                "kernel-refused", "ai.onnx::LRN",
                                "give the node what the kernel's message asks for"),
+    "kernel-refused-value": (lambda: single_node_model("Resize", {"x": X4, "roi": None,
+                                                                  "scales": np.ones(4, np.float32)},
+                                                        ["y"], domain="", opset=17, mode="bogus"),
+                             (), 1, "kernel-refused", "ai.onnx::Resize",
+                             "give the node what the kernel's message asks for"),
     # A refusal no explanation matches (ONNX's own inference: a repeated perm).
     "node": (lambda: single_node_model("Transpose", {"x": F32}, ["y"], domain="", opset=17,
                                        perm=[0, 0]), (), 1, "node", "ai.onnx::Transpose",

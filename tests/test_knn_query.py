@@ -121,6 +121,13 @@ def test_matches_brute_force_where_density_jumps(rng, run, nsample):
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6, atol=0)
 
 
+def brute_force(nsample):
+    """The reference, called as an exported KNN model is: xyz, offset[, new_xyz, new_offset]."""
+    return lambda *arrays: OP.reference(
+        {"new_xyz": None, "new_offset": None, **dict(zip(OP.input_names, arrays))},
+        {"nsample": nsample})
+
+
 class KNN(torch.nn.Module):
     def __init__(self, nsample):
         super().__init__()
@@ -150,9 +157,7 @@ def test_export_runs_in_ort(rng, dynamo, with_queries):
         kwargs = {"dynamic_axes": {"xyz": [0], "new_xyz": [0], "idx": [0], "dist": [0]},
                   "output_names": ["idx", "dist"]}
     model = verify(KNN(8), args, dynamo=dynamo, more_args=more, input_names=names,
-                   reference=lambda *arrays: OP.reference(
-                       {"new_xyz": None, "new_offset": None, **dict(zip(names, arrays))},
-                       {"nsample": 8}), **kwargs)
+                   reference=brute_force(8), **kwargs)
     (node,) = model.graph.node
     assert (node.domain, node.op_type, len(node.input), len(node.output)) == (
         "custom", "knnquery", len(names), 2)
@@ -169,7 +174,7 @@ def test_int64_offsets_export_with_a_cast(rng, dynamo, with_queries):
     if with_queries:
         q, qo = random_clouds(rng, [5, 9])
         args += [torch.from_numpy(q), torch.from_numpy(qo).long()]
-    model = verify(KNN(6), tuple(args), dynamo=dynamo)
+    model = verify(KNN(6), tuple(args), dynamo=dynamo, reference=brute_force(6))
     ops = [n.op_type for n in model.graph.node]
     assert sorted(ops) == sorted(["Cast"] * (1 + with_queries) + ["knnquery"]), ops
     offset_input = model.graph.input[1].type.tensor_type.elem_type

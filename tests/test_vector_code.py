@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from customops import _C
+from customops.ops import _C
 from optable import OPS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ CORRECTNESS = {
 CHILD = """
 import sys
 import pytest
-from customops import _C
+from customops.ops import _C
 assert _C.vector_code() == sys.argv[1], f"asked for {sys.argv[1]}, runs {_C.vector_code()}"
 sys.exit(pytest.main(sys.argv[2:]))
 """
