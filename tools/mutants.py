@@ -14,7 +14,7 @@ First the tests named by all mutants run once on the unmutated copy: they
 must pass, or "caught" would mean nothing.
 
     python tools/mutants.py                # every mutant
-    python tools/mutants.py NAME...        # some (file names, with or without .patch)
+    python tools/mutants.py NAME...        # some, in this order (Python ones first)
     python tools/mutants.py --check        # only: every patch still applies (CI)
 
 Prints one line per mutant and a summary; exits 1 when any mutant is missed
@@ -145,7 +145,8 @@ def main(argv=None) -> int:
         if unknown:
             print(f"mutants: no such mutant: {', '.join(sorted(unknown))}", file=sys.stderr)
             return 2
-        mutants = [m for m in mutants if m.name in wanted]
+        by_name = {m.name: m for m in mutants}
+        mutants = [by_name[n] for n in dict.fromkeys(n.removesuffix(".patch") for n in args.names)]
     stale = [f"{m.name}: {last_line(r.stderr)}" for m in mutants
              if (r := git_apply(m, ROOT, "--check")).returncode]
     if stale:
