@@ -14,7 +14,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # JupyterLab refuses to run as root unless told (containers often are root).
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup lab test cpp headers ort-venvs torch-cluster notebooks bench sanitize clean
+.PHONY: setup lab test cpp headers ort-venvs torch-cluster notebooks bench sanitize mutants clean
 
 setup: $(BUILT)
 
@@ -101,6 +101,11 @@ bench: setup cpp $(CHROMIUM)  # the notebooks it times need both
 # Kernels and bindings rebuilt with AddressSanitizer + UBSan, tests run under them.
 sanitize: $(DEPS)
 	bash tools/sanitize.sh
+
+# Planted bugs (mutants/*.patch), each in a copy under build/mutants/: its
+# tests must fail.  About 75 s of build per C++ mutant on 2 cores: not in CI.
+mutants: $(DEPS) headers
+	$(PY) tools/mutants.py $(MUTANTS)
 
 # Re-executes every notebook in place, to refresh the committed outputs.
 notebooks: setup

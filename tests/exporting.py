@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import warnings
 
+import numpy as np
 import onnx
 import onnx.checker
 import torch
@@ -41,13 +42,23 @@ def export(model, args, *, dynamo: bool, opset_version: int = OPSET, **kwargs) -
         return onnx.load_from_string(buffer.getvalue())
 
 
-def verify(model, args, *, dynamo: bool, more_args=(), rtol=1e-5, atol=1e-6,
+def verify(model, args, *, dynamo: bool, more_args=(), rtol=1e-5, atol=1e-6, reference=None,
            **export_kwargs) -> onnx.ModelProto:
     """Export, run the full ONNX checker, and compare ORT (with our library)
-    with torch on ``args`` and every input tuple of ``more_args``."""
+    with torch on ``args`` and every input tuple of ``more_args``.  ORT and
+    torch run the same kernel, so their agreement proves the export, not the
+    kernel: given ``reference`` (numpy arrays -> expected outputs, computed
+    without our kernels), ORT's outputs are compared with it too."""
     onnx_model = export(model, args, dynamo=dynamo, **export_kwargs)
     onnx.checker.check_model(onnx_model, full_check=True)
     session = ort.session(onnx_model)
     for inputs in (args, *more_args):
         compare(session, model, inputs, rtol, atol)
+        if reference is not None:
+            arrays = [a.numpy() for a in inputs]
+            got = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), arrays)})
+            expected = reference(*arrays)
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
     return onnx_model

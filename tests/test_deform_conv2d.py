@@ -1,10 +1,5 @@
 """deform_conv2d: both bindings against torchvision and ONNX's reference DeformConv."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -140,30 +135,6 @@ def test_ort_refuses_mixed_dtypes_at_load(rng):
         session(model)
 
 
-ISA_SCRIPT = """
-import sys
-import numpy as np
-sys.path.insert(0, "tests")
-import test_deform_conv2d as t
-rng = np.random.default_rng(0)
-for cfg in t.CONFIGS:
-    for dtype in t.DTYPES:
-        x = t.make_inputs(rng, cfg, dtype)
-        t.assert_close(t.torch_binding(x, cfg), t.torchvision_reference(x, cfg), dtype)
-print("ok")
-"""
-
-
-def test_portable_code_path_matches_torchvision():
-    """The kernel picks its vector code for the CPU once per process
-    (csrc/kernels/cpu/simd.h); CUSTOMOPS_ISA=baseline forces the portable one,
-    here run in a fresh process."""
-    result = subprocess.run([sys.executable, "-c", ISA_SCRIPT], capture_output=True, text=True,
-                            env={**os.environ, "CUSTOMOPS_ISA": "baseline"},
-                            cwd=Path(__file__).parents[1])
-    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_non_finite_and_huge_offsets_sample_zero(dtype):
     """Offsets that are NaN, infinite or beyond int32 land nowhere: the output
@@ -189,8 +160,12 @@ def test_non_finite_and_huge_offsets_sample_zero(dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
 @pytest.mark.parametrize("cfg", CONFIGS, ids=CONFIG_IDS)
 def test_opcheck(rng, cfg, dtype):
-    args = op_args(make_inputs(rng, cfg, dtype), cfg)
+    """opcheck, and the values of the call it checks against torchvision."""
+    x = make_inputs(rng, cfg, dtype)
+    args = op_args(x, cfg)
     torch.library.opcheck(torch.ops.customops.deform_conv2d.default, args)
+    got = torch.ops.customops.deform_conv2d.default(*args).numpy()
+    assert_close(got, torchvision_reference(x, cfg), dtype)
 
 
 # Bad calls the fake kernel must refuse with the C++ binding's own message:
@@ -259,8 +234,9 @@ def test_torch_export_rejects_a_bad_call_while_tracing(rng):
 class DeformModel(torch.nn.Module):
     """The seeds' model: a Conv2d predicts offsets (and a mask) for a deformable conv."""
 
-    def __init__(self, mask: bool, bias: bool):
+    def __init__(self, mask: bool, bias: bool, deform_conv2d=customops.deform_conv2d):
         super().__init__()
+        self.deform_conv2d = deform_conv2d  # torchvision's for the reference
         self.offset = torch.nn.Conv2d(4, 2 * 9, 3, padding=1)
         self.mask = torch.nn.Conv2d(4, 9, 3, padding=1) if mask else None
         self.weight = torch.nn.Parameter(torch.randn(6, 4, 3, 3))
@@ -268,8 +244,8 @@ class DeformModel(torch.nn.Module):
 
     def forward(self, x):
         mask = torch.sigmoid(self.mask(x)) if self.mask is not None else None
-        return customops.deform_conv2d(x, self.offset(x), self.weight, self.bias,
-                                       padding=(1, 1), mask=mask)
+        return self.deform_conv2d(x, self.offset(x), self.weight, self.bias, padding=(1, 1),
+                                  mask=mask)
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
@@ -278,7 +254,14 @@ class DeformModel(torch.nn.Module):
 def test_export_runs_in_ort(torch_seeded, dynamo, mask, bias):
     model = DeformModel(mask, bias).eval()
     args = (torch.randn(2, 4, 11, 9),)
-    onnx_model = verify(model, args, dynamo=dynamo, rtol=1e-4, atol=1e-4)
+    reference = DeformModel(mask, bias, torchvision.ops.deform_conv2d).eval()
+    reference.load_state_dict(model.state_dict())
+
+    def expected(x):
+        with torch.no_grad():
+            return [reference(torch.from_numpy(x)).numpy()]
+
+    onnx_model = verify(model, args, dynamo=dynamo, rtol=1e-4, atol=1e-4, reference=expected)
     (node,) = [n for n in onnx_model.graph.node if n.domain == "custom"]
     assert node.op_type == "deform_conv2d"
     present = [name != "" for name in node.input]
@@ -306,7 +289,15 @@ def test_other_dtypes_export_and_run_in_ort(torch_seeded, dynamo, dtype):
     args = tuple(a.to(dtype) for a in args)
     # Both bindings compute float16 in float32 and round once: same result.
     tol = 1e-10 if dtype == torch.float64 else 1e-3
-    onnx_model = verify(OffsetsGiven(dtype).eval(), args, dynamo=dynamo, rtol=tol, atol=tol)
+    model = OffsetsGiven(dtype).eval()
+
+    def reference(x, offset, mask):  # torchvision in float64 on the same values
+        t = lambda a: torch.from_numpy(a).double()  # noqa: E731
+        return [torchvision.ops.deform_conv2d(
+            t(x), t(offset), model.weight.detach().double(), model.bias.detach().double(),
+            padding=(1, 1), mask=t(mask)).numpy()]
+
+    onnx_model = verify(model, args, dynamo=dynamo, rtol=tol, atol=tol, reference=reference)
     assert onnx_model.graph.output[0].type.tensor_type.elem_type == \
         {torch.float64: 11, torch.float16: 10}[dtype]
 

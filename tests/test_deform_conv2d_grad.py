@@ -195,8 +195,19 @@ def test_deterministic_across_threads_and_runs(rng):
 
 @pytest.mark.parametrize("cfg", GEOMETRIES)
 def test_opcheck_backward(rng, cfg):
-    torch.library.opcheck(torch.ops.customops.deform_conv2d_backward.default,
-                          backward_args(rng, cfg))
+    """opcheck, and the gradients of the call it checks against torchvision's
+    autograd in float64 (bias given as zeros: its gradient is always returned)."""
+    args = backward_args(rng, cfg)
+    torch.library.opcheck(torch.ops.customops.deform_conv2d_backward.default, args)
+    ours = dict(zip(("input", "weight", "offset", "mask", "bias"),
+                    torch.ops.customops.deform_conv2d_backward(*args)))
+    grad, x, weight, offset, mask = (None if a is None else a.double() for a in args[:5])
+    t64 = dict(input=x, weight=weight, offset=offset, mask=mask,
+               bias=torch.zeros(weight.shape[0], dtype=torch.float64))
+    _, exact = gradients(torchvision.ops.deform_conv2d, t64, cfg, grad)
+    for name, want in exact.items():
+        error, scale = max_abs(ours[name].double() - want), max_abs(want) + 1
+        assert error <= 2e-5 * scale, (name, error, scale)
 
 
 def test_mask_gradient_without_mask_is_for_a_mask_of_ones(rng):

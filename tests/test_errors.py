@@ -299,16 +299,20 @@ def test_empty_inputs_deform_conv2d(binding, mask, bias):
 
 
 @pytest.mark.parametrize("binding", ["torch", "ort"])
-def test_largest_nsample_is_accepted_and_bounded(binding):
-    """nsample = 65536 (the limit) works on a small cloud; one more is refused
-    before any (m, nsample) output is allocated."""
-    xyz = np.random.default_rng(2).random((3, 3), dtype=np.float32)
+def test_largest_nsample_is_accepted_and_bounded(rng, binding):
+    """nsample = 65536 (the limit) works on a small cloud (the whole output
+    against the reference); one more is refused before any (m, nsample)
+    output is allocated."""
+    xyz = rng.random((3, 3), dtype=np.float32)
     inputs = dict(xyz=xyz, offset=i32(3), new_xyz=None, new_offset=None)
     knn = OPS["knn_query"]
     run = (lambda a: [t.numpy() for t in run_torch(knn, inputs, a)]) \
         if binding == "torch" else (lambda a: run_ort(knn, inputs, a))
     idx, dist = run({"nsample": 65536})
     assert idx.shape == (3, 65536) and (idx[:, 3:] == -1).all() and np.isinf(dist[:, 3:]).all()
+    ref_idx, ref_dist = knn.reference(inputs, {"nsample": 65536})
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
     error = RuntimeError if binding == "torch" else InvalidArgument
     with pytest.raises(error, match="nsample must be at most 65536"):
         run({"nsample": 65537})

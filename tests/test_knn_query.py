@@ -79,6 +79,7 @@ def test_one_nan_point_is_refused_not_half_searched(rng, run):
     idx, dist = run(8, clean, np.array([1999], np.int32))
     ref_dist, ref_idx = cKDTree(clean).query(clean, k=8)
     np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(dist, ref_dist, rtol=1e-6)
 
 
 @pytest.mark.parametrize("run", [run_torch, run_ort], ids=["torch", "ort"])
@@ -97,7 +98,9 @@ def test_non_finite_message_names_the_first_of_many(rng, run, name):
 
 
 @pytest.mark.parametrize("run", [run_torch, run_ort], ids=["torch", "ort"])
-@pytest.mark.parametrize("nsample", [16, 200], ids=["sorted", "heap"])
+# Three k-best paths (csrc/kernels/knn/nearest.h): blend up to k = 16,
+# sorted up to 128, heap beyond.
+@pytest.mark.parametrize("nsample", [16, 100, 200], ids=["blend", "sorted", "heap"])
 def test_matches_brute_force_where_density_jumps(rng, run, nsample):
     """Each search starts from a guess made from the previous query's k-th
     distance; queries stepping from a tight blob into sparse space (and onto
@@ -116,6 +119,13 @@ def test_matches_brute_force_where_density_jumps(rng, run, nsample):
         {"nsample": nsample})
     np.testing.assert_array_equal(idx, ref_idx)
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-6, atol=0)
+
+
+def brute_force(nsample):
+    """The reference, called as an exported KNN model is: xyz, offset[, new_xyz, new_offset]."""
+    return lambda *arrays: OP.reference(
+        {"new_xyz": None, "new_offset": None, **dict(zip(OP.input_names, arrays))},
+        {"nsample": nsample})
 
 
 class KNN(torch.nn.Module):
@@ -147,7 +157,7 @@ def test_export_runs_in_ort(rng, dynamo, with_queries):
         kwargs = {"dynamic_axes": {"xyz": [0], "new_xyz": [0], "idx": [0], "dist": [0]},
                   "output_names": ["idx", "dist"]}
     model = verify(KNN(8), args, dynamo=dynamo, more_args=more, input_names=names,
-                   **kwargs)
+                   reference=brute_force(8), **kwargs)
     (node,) = model.graph.node
     assert (node.domain, node.op_type, len(node.input), len(node.output)) == (
         "custom", "knnquery", len(names), 2)
@@ -164,7 +174,7 @@ def test_int64_offsets_export_with_a_cast(rng, dynamo, with_queries):
     if with_queries:
         q, qo = random_clouds(rng, [5, 9])
         args += [torch.from_numpy(q), torch.from_numpy(qo).long()]
-    model = verify(KNN(6), tuple(args), dynamo=dynamo)
+    model = verify(KNN(6), tuple(args), dynamo=dynamo, reference=brute_force(6))
     ops = [n.op_type for n in model.graph.node]
     assert sorted(ops) == sorted(["Cast"] * (1 + with_queries) + ["knnquery"]), ops
     offset_input = model.graph.input[1].type.tensor_type.elem_type
@@ -286,6 +296,11 @@ def test_opcheck_with_gradients(rng):
     torch.library.opcheck(torch.ops.customops.knn_query.default,
                           (5, xyz.requires_grad_(), offset, None, None),
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    idx, dist = torch.ops.customops.knn_query.default(5, xyz, offset, None, None)
+    ref_idx, ref_dist = OP.reference({"xyz": xyz.detach().numpy(), "offset": offset.numpy(),
+                                      "new_xyz": None, "new_offset": None}, {"nsample": 5})
+    np.testing.assert_array_equal(idx.numpy(), ref_idx)
+    np.testing.assert_allclose(dist.detach().numpy(), ref_dist, rtol=1e-6)
 
 
 @pytest.mark.parametrize("knn", [torch.ops.customops.knn_query, customops.knn_query],

@@ -11,9 +11,12 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 from . import probe
 from .findings import Finding
 
-# A kernel asking for an attribute: ours ("attribute nsample (int) is required"),
-# ORT's KernelInfo ("No attribute with name:'nsample'is defined.").
-ASKED_ATTRIBUTE = re.compile(r"attribute(?: with name:)?\s*'?([A-Za-z_]\w*)")
+# A kernel asking for an attribute: ours ("attribute nsample (int) is required",
+# "attribute stride must be a list of ints"), ORT's KernelInfo ("No attribute
+# with name:'nsample'is defined.").  Not any word after "attribute": ORT's
+# Resize says "mode attribute is bogus", which asks for no attribute 'is'.
+ASKED_ATTRIBUTE = re.compile(r"attribute(?: with name:)?\s*'?([A-Za-z_]\w*)'?\s*(?:\(\w+\)\s*)?"
+                             r"(?:is required|is defined|must)")
 
 
 def input_problem(checks, found, match) -> Finding:
