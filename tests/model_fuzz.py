@@ -90,12 +90,28 @@ def run_model_report(answer: Answer) -> str | None:
     return "stdout is not one line per output"
 
 
+def check_report(answer: Answer) -> str | None:
+    """customops.check's stdout: its JSON, agreeing with the exit status, or
+    one PASS/FAIL/SKIP line per check."""
+    if answer.stdout.startswith("{"):
+        try:
+            ok = json.loads(answer.stdout)["ok"]
+        except (ValueError, KeyError):
+            return "stdout is not the JSON report"
+        return None if ok == (answer.status == 0) else "the JSON's ok disagrees with the exit status"
+    lines = answer.stdout.splitlines()
+    if lines and all(re.match(r"(PASS|FAIL|SKIP) \w+: ", line) for line in lines):
+        return None
+    return "stdout is not one line per check"
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
     argv: Callable[[Case], list]       # the command line for a case
     verdict: Callable[[Answer], str | None]  # None: acceptable; else what is wrong
     needs: Path | None = None          # a file that must exist (a built program)
+    share: float = 1.0                 # the fraction of the cases it gets (a slow tool fewer)
 
 
 # doctor: 0 or 1 with its report on stdout (as JSON in every other case), 2 with
@@ -108,6 +124,13 @@ TOOLS = {tool.name: tool for tool in [
     Tool("run_model", lambda c: [RUN_MODEL, "--library", library_path(), c.model,
                                  *(f"{k}={v}" for k, v in c.inputs.items()), "--out", c.out],
          cli("run_model", {0: 0, 1: 1}, run_model_report), needs=RUN_MODEL),
+    # customops.check starts child processes of its own for every model: its two
+    # cheapest checks, on a third of the cases
+    Tool("check", lambda c: [sys.executable, "-m", "customops.check", c.model,
+                             "--library", library_path(), "--inputs", c.npz,
+                             "--check", "declared", "--check", "determinism",
+                             *["--json"] * (c.number % 2)],
+         cli("customops.check", {0: 0, 1: 0, 2: 1}, check_report), share=1 / 3),
 ]}
 
 

@@ -10,14 +10,14 @@ from ..doctor.probe import printable
 
 
 def main(argv=None) -> int:
-    from . import CannotRun, run
+    from . import CHECKS, CannotRun, run
 
     parser = argparse.ArgumentParser(
         prog="python -m customops.check",
         description="Check an ONNX Runtime custom-op library on a model and sample inputs: "
                     "reference, declared shapes, omitted/wrong/empty/non-finite inputs, threads, "
                     "determinism, other runtimes, the library file.  Exit status 0 all pass, "
-                    "1 a check fails, 2 the check cannot run.")
+                    "1 a check fails, 2 the check cannot run, 3 a bug of the checker's own.")
     parser.add_argument("model", help="an .onnx model holding the custom node(s)")
     parser.add_argument("--library", action="append", required=True, metavar="LIB.so",
                         help="a custom-op library to register (repeatable)")
@@ -31,6 +31,9 @@ def main(argv=None) -> int:
     parser.add_argument("--atol", type=float, default=1e-6)
     parser.add_argument("--threads", type=int, default=4, metavar="N",
                         help="threads sharing one session, each making 8 runs (default 4)")
+    parser.add_argument("--check", action="append", choices=CHECKS, metavar="NAME",
+                        help="run only this check (repeatable; default: all ten: "
+                             f"{', '.join(CHECKS)})")
     parser.add_argument("--json", action="store_true",
                         help='print {"ok": bool, "checks": [{"name", "ok", "detail"}]}')
     args = parser.parse_args(argv)
@@ -38,7 +41,7 @@ def main(argv=None) -> int:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     try:
         records = run(args.model, args.library, args.inputs, args.reference, rtol=args.rtol,
-                      atol=args.atol, threads=args.threads)
+                      atol=args.atol, threads=args.threads, checks=args.check or CHECKS)
     except CannotRun as error:
         print(f"customops.check: {error}", file=sys.stderr)
         return 2
@@ -46,7 +49,7 @@ def main(argv=None) -> int:
         print(f"customops.check: internal error on {printable(args.model)} "
               f"({type(error).__name__}: {error}); please report it with the model",
               file=sys.stderr)
-        return 2
+        return 3
     ok = all(r["ok"] is not False for r in records)
     if args.json:
         print(json.dumps({"ok": ok, "checks": records}, indent=1))

@@ -21,6 +21,7 @@ import onnx
 from onnx import helper
 
 from ..doctor.probe import STANDARD_DOMAINS, printable
+from ..doctor.text import checked_text
 
 
 class CannotRun(Exception):
@@ -138,6 +139,10 @@ def read(model_path, libraries, samples, reference, rtol, atol, workdir) -> Targ
     except Exception as error:  # noqa: BLE001  any reason: the model cannot be read
         raise CannotRun(f"cannot read the model {printable(model_path)}: "
                         f"{type(error).__name__}: {error}") from None
+    _, not_text = checked_text(model)
+    if not_text:  # names compared as text below: the doctor says which and where
+        raise CannotRun(f"the model's {not_text[0].summary} (python -m customops.doctor "
+                        "names every such field)")
     if not libraries:
         raise CannotRun("give the custom-op library to check (--library PATH)")
     for library in libraries:
