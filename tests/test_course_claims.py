@@ -1,4 +1,4 @@
-"""Claims the notebooks 03-06 state in prose, kept here instead of in a cell.
+"""Claims the notebooks 03-06 and docs/new_op_checklist.md state in prose, kept here instead of in a cell.
 
 Each test is the measurement behind one sentence of a notebook (named in its
 docstring), on the pinned stack.
@@ -145,3 +145,20 @@ def test_new_exporter_inlines_an_onnxscript_translation_even_without_optimizatio
         ops = {n.op_type for n in model.graph.node}
         assert "Where" in ops and "Selu" not in ops, ops        # our function was used, not the built-in Selu
         assert not model.functions and all(n.domain == "" for n in model.graph.node), optimize
+
+
+class _WithFloatAttribute(torch.nn.Module):
+    def forward(self, x):
+        return torch.onnx.ops.symbolic("course_claims::voxel", (x,), attrs={"size": 0.1},
+                                       dtype=x.dtype, shape=x.shape)
+
+
+def test_a_float_attribute_is_float32_and_moves_a_floor_boundary():
+    """docs/new_op_checklist.md, step 3: PyTorch passes a schema `float` as a double,
+    the exporter stores the attribute as float32, and floor(0.5 / size) is 5 with
+    the double 0.1 but 4 with the float32 0.1 (computed in double)."""
+    model = torch.onnx.export(_WithFloatAttribute(), (torch.rand(2),), dynamo=True, verbose=False).model_proto
+    (node,) = [n for n in model.graph.node if n.op_type == "voxel"]
+    (size,) = [a for a in node.attribute if a.name == "size"]
+    assert size.type == onnx.AttributeProto.FLOAT and size.f == float(np.float32(0.1)) != 0.1
+    assert np.floor(0.5 / 0.1) == 5 and np.floor(0.5 / size.f) == 4

@@ -102,6 +102,17 @@ def test_the_api_version_is_the_minor_version(version):
     assert done.stdout.split() == [version.split(".")[1], "True", "False"]
 
 
+def test_a_release_venv_holds_onnxruntime_and_numpy_only():
+    """docs/versions.md: build/ort-venvs/onnxruntime-<version>/ holds that
+    onnxruntime and numpy, no onnx or torch: models are built in the main venv."""
+    python = ort_python(OLDEST)
+    probe = ("import importlib.util as u; "
+             "print([m for m in ('onnxruntime', 'numpy', 'onnx', 'torch') if u.find_spec(m)])")
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.strip() == "['onnxruntime', 'numpy']", done.stderr
+    assert python.parts[-5:-2] == ("build", "ort-venvs", f"onnxruntime-{OLDEST}")
+
+
 def test_older_runtime_is_refused_with_a_message(tmp_path):
     done = run(ort_python("1.23.2"), list(models(tmp_path))[:1])
     assert done.returncode != 0

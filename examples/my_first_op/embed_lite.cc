@@ -5,16 +5,21 @@
 //   embed(ids int64[...], table float[rows, width]) -> float[..., width] = table[ids]
 //   embed_scaled: the same times the float attribute `scale` (default 1)
 //   embed_affine(ids, table, scale?, bias?) = table[ids] * scale + bias
-#define ORT_API_MANUAL_INIT  // the runtime hands us its API in RegisterCustomOps
+// The runtime hands us its API in RegisterCustomOps (Ort::InitApi, declared only
+// with this macro); without it the wrappers would call OrtGetApiBase, a symbol of
+// libonnxruntime that this library does not link.
+#define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
 #include <onnxruntime_lite_custom_op.h>
 #undef ORT_API_MANUAL_INIT
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 using Ort::Custom::Tensor;
@@ -50,12 +55,27 @@ Ort::Status embed(const Tensor<int64_t>& ids, const Tensor<float>& table, Tensor
   return gather(ids, table, 1.0f, nullptr, nullptr, out);
 }
 
+// embed's output shape, declared before anything runs: ids' dims, then the
+// table's width.  Through the Ort::ShapeInferContext wrapper a symbolic dim is
+// written as -2, which onnxruntime 1.32.0 rejects, dropping the status: with a
+// symbol in the result the output gets no shape at all.  embed_classic.cc's raw
+// OrtShapeInferContext function keeps symbols.
+Ort::Status embed_shape(Ort::ShapeInferContext& context) {
+  if (context.GetInputShape(1).size() != 2) return Ort::Status{nullptr};  // Compute says why
+  Ort::ShapeInferContext::Shape out = context.GetInputShape(0);
+  out.push_back(context.GetInputShape(1)[1]);
+  return context.SetOutputShape(0, out);
+}
+
 // A struct kernel: built once per node, so it can read the node's attributes.
 struct EmbedScaled {
   EmbedScaled(const OrtApi* api, const OrtKernelInfo* info) {
-    // A status, not an exception: nothing may throw out of this constructor.
+    // The C API answers with a status, so an absent attribute is no error here.
     Ort::Status status{api->KernelInfoGetAttribute_float(info, "scale", &scale)};
     if (!status.IsOK()) scale = 1.0f;  // attribute absent
+    // An exception thrown here fails session creation with its message
+    // ("Exception during initialization: ...", onnxruntime 1.32.0).
+    if (!std::isfinite(scale)) throw std::invalid_argument("embed_scaled: scale must be finite");
   }
   Ort::Status Compute(const Tensor<int64_t>& ids, const Tensor<float>& table, Tensor<float>& out) {
     return gather(ids, table, scale, nullptr, nullptr, out);
@@ -88,13 +108,14 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   // The ops and their domain must outlive every session: statics, made once.
   using Op = std::unique_ptr<Ort::Custom::OrtLiteCustomOp>;
   static const Op ops[] = {
-      Op{Ort::Custom::CreateLiteCustomOp("embed", "CPUExecutionProvider", embed)},
+      Op{Ort::Custom::CreateLiteCustomOp("embed", "CPUExecutionProvider", embed, embed_shape)},
       Op{Ort::Custom::CreateLiteCustomOp<EmbedScaled>("embed_scaled", "CPUExecutionProvider")},
       Op{Ort::Custom::CreateLiteCustomOp("embed_affine", "CPUExecutionProvider", embed_affine)}};
   // Each op's `version` says which members of the OrtCustomOp struct exist;
-  // CreateLiteCustomOp sets ORT_API_VERSION.  A runtime older than that
-  // refuses the op when a session uses it ("Unsupported version '29' in
-  // custom op", onnxruntime 1.24.4): claim the negotiated version instead.
+  // CreateLiteCustomOp sets ORT_API_VERSION.  onnxruntime 1.24.4 and 1.25.0
+  // refuse an op claiming more than their own version when a session uses it
+  // ("Unsupported version '29' in custom op"; 1.31.1 does not check): claim
+  // the negotiated version instead.
   static Ort::CustomOpDomain domain = [version] {
     Ort::CustomOpDomain d("my_ops");
     for (const Op& op : ops) {
