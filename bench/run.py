@@ -70,7 +70,8 @@ def parse_args(argv=None):
     parser.add_argument("--notebooks", action=argparse.BooleanOptionalAction, default=True,
                         help="time pytest --nbval per notebook (default on: ~1 min)")
     parser.add_argument("--build", action=argparse.BooleanOptionalAction, default=True,
-                        help="time a from-scratch build in a temp dir (default on: ~1 min)")
+                        help="time a from-scratch build in a temp dir and customops.check on "
+                             "one node (default on: ~1 min)")
     parser.add_argument("--publish", action="store_true",
                         help=f"also copy the plot to {PUBLISHED_PNG} and write the report into {PUBLISHED_PAGE}")
     parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
@@ -101,14 +102,16 @@ def run_groups(groups, plan) -> dict:
 
 
 def run_suite(args) -> tuple[dict, list[str]]:
-    extras, notebook_rows, build_row = {}, None, None
+    extras, notebook_rows, build_row, check_row = {}, None, None, None
     if args.notebooks:
         print("\n== notebooks (pytest --nbval)", flush=True)
         notebook_rows = extras["notebooks"] = suite.notebooks()
     if args.build:
         print("\n== build", flush=True)
         build_row = extras["build"] = suite.build()
-    return extras, suite.markdown(notebook_rows, build_row)
+        print("\n== customops.check", flush=True)
+        check_row = extras["check"] = suite.check_tool()
+    return extras, suite.markdown(notebook_rows, build_row, check_row)
 
 
 def write_outputs(out: Path, text: str, data: dict, groups, results, target_rows) -> Path:

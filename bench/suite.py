@@ -1,5 +1,6 @@
 """Wall-clock times of the notebook suite (pytest --nbval, one notebook per
-subprocess) and of a from-scratch build in a temporary directory."""
+subprocess), of a from-scratch build in a temporary directory, and of
+`python -m customops.check` on a single-node model (target: under 30 s)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,37 @@ def build(log=print) -> dict:
     return {"seconds": seconds, "ok": code == 0, "built": built, "summary": tail}
 
 
-def markdown(notebook_rows, build_row) -> list[str]:
+CHECK_LIMIT = 30.0  # seconds for a single-node model and two samples, older runtimes included
+
+
+def check_tool(log=print) -> dict:
+    """`python -m customops.check` with all ten checks on my_add as one node,
+    two samples (4x5 and 300x1000) and a reference, as docs/check.md runs it."""
+    import numpy as np
+    import onnx
+
+    from customops.builder import single_node_model
+    from customops.ort import library_path
+
+    rng = np.random.default_rng(0)
+    samples = [{name: rng.random(shape, dtype=np.float32) for name in "ab"}
+               for shape in ((4, 5), (300, 1000))]
+    with tempfile.TemporaryDirectory(prefix="customops-bench-check-") as tmp:
+        root = Path(tmp)
+        onnx.save(single_node_model("my_add", samples[0], ["c"]), root / "my_add.onnx")
+        for name, sample in zip(("small", "large"), samples):
+            np.savez(root / f"{name}.npz", **sample)
+        (root / "reference.py").write_text("def my_add(a, b):\n    return 2 * a + b\n")
+        command = [sys.executable, "-m", "customops.check", "my_add.onnx", "--library",
+                   library_path(), "--inputs", "small.npz", "--inputs", "large.npz",
+                   "--reference", "reference.py:my_add"]
+        seconds, code, tail = _timed_run(command, root)
+    verdict = "PASS" if code == 0 and seconds < CHECK_LIMIT else "FAIL"
+    log(f"  customops.check {seconds:.1f} s (exit {code}): {verdict} (target < {CHECK_LIMIT:.0f} s)")
+    return {"seconds": seconds, "exit": code, "verdict": verdict, "summary": tail}
+
+
+def markdown(notebook_rows, build_row, check_row=None) -> list[str]:
     lines = []
     if notebook_rows:
         total = sum(r["seconds"] for r in notebook_rows)
@@ -74,4 +105,9 @@ def markdown(notebook_rows, build_row) -> list[str]:
         lines += ["## Build", "",
                   f"`setup.py build_ext` from scratch in a temporary copy: "
                   f"{build_row['seconds']:.1f} s ({result})", ""]
+    if check_row:
+        lines += ["## customops.check", "",
+                  f"All ten checks of `my_add` as one node, two samples, the prepared older runtimes "
+                  f"included: {check_row['seconds']:.1f} s, exit status {check_row['exit']}: "
+                  f"{check_row['verdict']} (target < {CHECK_LIMIT:.0f} s)", ""]
     return lines
