@@ -30,12 +30,12 @@ def torch_seeded(rng):
 
 
 def _global_random_states():
-    """The state of every global generator a test could draw from: numpy's
-    legacy one, Python's ``random`` and torch's CPU generator (when loaded)."""
-    import random
-
+    """The state of the global generators a test's data could come from:
+    numpy's legacy one and torch's CPU generator (when loaded).  Not Python's
+    ``random``: libraries draw from it for their own ends (a browser driver
+    did, for a socket key); test_randomness forbids it in the tests' code."""
     legacy = np.random.get_state()
-    states = {"numpy.random": (legacy[1].tobytes(), *legacy[2:]), "random": random.getstate()}
+    states = {"numpy.random": (legacy[1].tobytes(), *legacy[2:])}
     if "torch" in sys.modules:
         states["torch"] = bytes(sys.modules["torch"].random.get_rng_state().numpy())
     return states
@@ -43,9 +43,9 @@ def _global_random_states():
 
 @pytest.fixture(autouse=True)
 def no_global_randomness(request):
-    """Fails a test that draws from a global generator (torch.randn without a
-    generator, torch.manual_seed, np.random.rand, an nn.Module's default
-    initialisation, ...): what it draws then depends on which tests ran before
+    """Fails a test that draws from torch's or numpy's global generator
+    (torch.randn without a generator, torch.manual_seed, np.random.rand, an
+    nn.Module's default initialisation, ...): what it draws then depends on which tests ran before
     it, so a failure cannot be replayed.  Draw from the ``rng`` fixture."""
     before = _global_random_states()
     yield
