@@ -15,7 +15,8 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from customops.ort import session
+from customops import check
+from customops.ort import library_path, session
 from helpers import feeds, single_node_model
 from optable import OPS, knn_inputs
 
@@ -30,35 +31,15 @@ CASES = [pytest.param(op, variant, id=f"{op.name}-{variant}")
 
 @pytest.mark.parametrize("op,variant", CASES)
 def test_threads_share_one_session(op, variant):
+    """customops.check's threads check, as a user runs it on their library."""
     rng = np.random.default_rng(7)
     samples = [op.large(rng, i)[variant] for i in range(THREADS)]
-    inputs = [s.inputs for s in samples]
-    sess = session(single_node_model(op.onnx_name, inputs[0], op.output_names,
-                                     **samples[0].attrs))
-    expected = [sess.run(None, feeds(x)) for x in inputs]  # one at a time
-
-    barrier = threading.Barrier(THREADS)
-    errors, mismatches = [], []
-
-    def worker(i):
-        try:
-            barrier.wait()
-            for run in range(RUNS):
-                got = sess.run(None, feeds(inputs[i]))
-                for g, e in zip(got, expected[i]):
-                    if g.shape != e.shape or g.tobytes() != e.tobytes():
-                        mismatches.append((i, run))
-                        return
-        except Exception as error:  # noqa: BLE001  (reported below)
-            errors.append((i, repr(error)))
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    assert not mismatches, f"results differ from the sequential run (thread, run): {mismatches}"
+    model = single_node_model(op.onnx_name, samples[0].inputs, op.output_names, **samples[0].attrs)
+    (record,) = check.run(model, [library_path()], [feeds(s.inputs) for s in samples],
+                          checks=["threads"], threads=THREADS, calls=RUNS)
+    assert record["ok"], record["detail"]
+    assert record["detail"] == (f"{THREADS} threads sharing one session, {RUNS} runs each, "
+                                "give the serial run's bits")
 
 
 def test_threads_share_one_single_threaded_session():
