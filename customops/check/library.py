@@ -10,7 +10,9 @@ keeps them local (csrc/ort/exports.lds).  It should not need libonnxruntime (the
 libonnxruntime.so to find, and the process has its runtime already) nor
 libtorch (a deployment has no torch).  The API version is observed, not
 guessed: api_probe.py calls RegisterCustomOps in each runtime at hand and
-records what it asks GetApi for.
+records what it asks GetApi for.  A library may refuse a release other than
+the installed one (too old for it) from RegisterCustomOps with a status: that
+is a clear refusal, reported, not a failure.
 """
 
 from __future__ import annotations
@@ -90,9 +92,11 @@ def check(target, pythons, timeout):
                 problems.append(f"{name} asks onnxruntime {answer['runtime']} for API version "
                                 f"{max(answer['asked'])}, newer than its {minor} (GetApi "
                                 "returns NULL): ask for min(runtime, headers)")
-            if answer["status"]:
-                problems.append(f"{name}: RegisterCustomOps failed in {answer['runtime']}: "
-                                f"{answer['status']}")
+            if answer["status"] and python == sys.executable:
+                problems.append(f"{name}: RegisterCustomOps failed in {answer['runtime']} "
+                                f"(installed): {answer['status']}")
+            elif answer["status"]:  # another release, refused with a status: a clear refusal
+                versions[-1] += f", which it refuses ({answer['status']})"
         findings.append(f"{name} exports only {', '.join(symbols)}, needs neither libonnxruntime "
                         f"nor libtorch, asks {'; '.join(versions)}")
     if problems:
