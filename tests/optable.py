@@ -478,6 +478,9 @@ def _deform_samples(rng):
                # the node that skips a middle optional input: bias given, mask absent
                Sample("basic-nomask", deform_inputs(rng, {**_DEFORM_BASIC, "mask": False}),
                       deform_attrs(_DEFORM_BASIC), basic=True)]
+    # the other dtypes: their fakes and defaults must follow the input's dtype
+    samples += [Sample(f"basic-{dtype}", deform_inputs(rng, _DEFORM_BASIC, dtype),
+                       deform_attrs(_DEFORM_BASIC)) for dtype in (F64, F16)]
     return samples + [Sample(deform_config_id(c), deform_inputs(rng, c), deform_attrs(c))
                       for c in DEFORM_CONFIGS]
 
