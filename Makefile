@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 DEPS   := $(VENV)/.deps-installed
 BUILT  := $(VENV)/.package-built
-SOURCES := setup.py pyproject.toml tools/ort_headers.py $(shell find csrc -type f)
+SOURCES := setup.py pyproject.toml customops/headers.py $(shell find csrc -type f)
 
 # Browser tests drive Debian's Chromium (never a downloaded browser).
 CHROMIUM := /usr/bin/chromium
@@ -59,7 +59,7 @@ lab: $(NOTEBOOK_NEEDS)
 
 # Fetched once into ~/.cache/customops (or ORT_INCLUDE_DIR); instant afterwards.
 headers: $(DEPS)
-	$(PY) tools/ort_headers.py > /dev/null
+	$(PY) -m customops.headers > /dev/null
 
 # Other onnxruntime releases the notebooks run models on, one small venv each
 # in build/ort-venvs/ (tools/ort_venv.py; about 30 s each the first time).
@@ -76,15 +76,15 @@ test: $(NOTEBOOK_NEEDS)
 
 # The C++ application examples/cpp -> build/cpp/run_model, linked against the
 # libonnxruntime inside the installed onnxruntime wheel, with the ORT headers
-# tools/ort_headers.py finds (ORT_INCLUDE_DIR, or fetched once).  Needs cmake.
+# python -m customops.headers finds (ORT_INCLUDE_DIR, or fetched once).  Needs cmake.
 CPP_BUILD   := build/cpp
 ORT_LIBRARY  = $(shell $(PY) -c "import onnxruntime, pathlib; \
   print(*pathlib.Path(onnxruntime.__file__).parent.glob('capi/libonnxruntime.so*'))")
 
 cpp: $(CPP_BUILD)/run_model
 
-$(CPP_BUILD)/run_model: $(DEPS) tools/ort_headers.py $(wildcard examples/cpp/*) $(shell find csrc -type f)
-	include_dir=$$($(PY) tools/ort_headers.py) && \
+$(CPP_BUILD)/run_model: $(DEPS) customops/headers.py $(wildcard examples/cpp/*) $(shell find csrc -type f)
+	include_dir=$$($(PY) -m customops.headers) && \
 	  cmake -S examples/cpp -B $(CPP_BUILD) -DORT_INCLUDE_DIR="$$include_dir" \
 	    -DORT_LIBRARY="$(ORT_LIBRARY)" > /dev/null
 	cmake --build $(CPP_BUILD) -j 2

@@ -15,8 +15,8 @@ from setuptools import Extension, find_packages, setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = Path(__file__).parent
-sys.path.insert(0, str(ROOT / "tools"))
-import ort_headers  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from customops import headers as ort_headers  # noqa: E402  (the package's import is torch-free)
 
 TORCH_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/torch").glob("*.cpp"))
 KERNELS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/kernels").glob("*.cpp"))

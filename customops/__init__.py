@@ -22,7 +22,7 @@ _LAZY = {
 }
 
 # submodules, importable as attributes: customops.ort, customops.notebook, ...
-_SUBMODULES = {"builder", "check", "doctor", "new_op", "notebook", "ops", "ort", "symbolic",
+_SUBMODULES = {"builder", "check", "doctor", "headers", "new_op", "notebook", "ops", "ort", "symbolic",
                "translations"}
 
 __all__ = sorted(_LAZY)

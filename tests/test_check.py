@@ -18,8 +18,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import ort_headers  # noqa: E402
+from customops import headers as ort_headers
 
 from customops import check  # noqa: E402
 from customops.ort import library_path  # noqa: E402

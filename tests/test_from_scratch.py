@@ -17,8 +17,7 @@ import onnx
 import pytest
 from helpers import single_node_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import ort_headers  # noqa: E402
+from customops import headers as ort_headers
 from ort_venv import ort_python  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -20,7 +20,7 @@ CHROMIUM = "/usr/bin/chromium"
 # What a code cell uses -> the make target that provides it.
 USES = {
     "setup": re.compile(r"^\s*(import customops|from customops\b)", re.M),  # package + ORT library
-    "headers": re.compile(r"\bort_headers\b"),  # ORT C/C++ headers for g++ lines
+    "headers": re.compile(r"\bcustomops\.headers\b"),  # ORT C/C++ headers for g++ lines
     "ort-venvs": re.compile(r"\bort_python\("),  # another onnxruntime release
     CHROMIUM: re.compile(r"\bnetron_view\("),  # static Netron picture
 }
@@ -108,7 +108,7 @@ def test_the_cpp_program_of_notebook_08_is_what_make_lab_builds():
 
 
 @pytest.mark.parametrize("target, command", [
-    ("headers", "tools/ort_headers.py"),
+    ("headers", "-m customops.headers"),
     ("ort-venvs", "tools/ort_venv.py"),
 ])
 def test_the_targets_run_the_tools_the_notebooks_call(target, command):

@@ -1,4 +1,4 @@
-"""tools/ort_headers.py refuses a header tarball whose sha256 is not the
+"""python -m customops.headers refuses a header tarball whose sha256 is not the
 pinned one, before extracting anything.  `npm` is replaced by a stand-in
 script that "packs" a tampered tarball, so no network is needed."""
 
@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-TOOLS = Path(__file__).resolve().parent.parent / "tools"
-sys.path.insert(0, str(TOOLS))
-import ort_headers  # noqa: E402
+from customops import headers as ort_headers
 
 FAKE_NPM = """#!{python}
 import shutil, sys
@@ -53,7 +51,7 @@ def test_tampered_npm_tarball_stops_with_one_line_and_no_cache(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ORT_INCLUDE_DIR"}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", CUSTOMOPS_CACHE=str(cache))
 
-    done = subprocess.run([sys.executable, str(TOOLS / "ort_headers.py")], env=env,
+    done = subprocess.run([sys.executable, "-m", "customops.headers"], env=env,
                           capture_output=True, text=True)
 
     assert done.returncode != 0
@@ -72,3 +70,12 @@ def test_the_headers_are_the_release_the_tool_names():
     header = (ort_headers.include_dir() / "onnxruntime_c_api.h").read_text()
     expected = ort_headers.HEADERS_VERSION.split(".")[1]
     assert f"#define ORT_API_VERSION {expected}\n" in header
+
+
+def test_the_command_prints_the_directory_a_g_plus_plus_line_needs():
+    """`export ORT_INCLUDE=$(python -m customops.headers)`, as the checklist says:
+    one line on stdout, the directory holding the headers."""
+    done = subprocess.run([sys.executable, "-m", "customops.headers"], capture_output=True,
+                          text=True, check=True)
+    assert len(done.stdout.splitlines()) == 1
+    assert (Path(done.stdout.strip()) / "onnxruntime_cxx_api.h").is_file()

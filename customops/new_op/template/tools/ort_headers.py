@@ -1,1 +1,1 @@
-../../../../tools/ort_headers.py
+../../../headers.py

@@ -17,7 +17,11 @@ The onnxruntime wheel ships no headers.  In order of preference:
    a republished or tampered package stops the build instead of compiling
    unknown headers into the library.
 
-Run ``python tools/ort_headers.py`` to print the directory (fetching if needed).
+Run ``python -m customops.headers`` to print the directory (fetching it once if
+needed), e.g. ``export ORT_INCLUDE=$(python -m customops.headers)`` in a shell;
+``customops.headers.include_dir()`` from Python.  Without CUSTOMOPS_CACHE the
+cache is ``~/.cache/customops/onnxruntime-headers-1.29``.  The op projects
+that ``python -m customops.new_op`` writes carry a copy, ``tools/ort_headers.py``.
 """
 
 from __future__ import annotations
