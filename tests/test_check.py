@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
@@ -100,6 +101,28 @@ def test_cannot_run_is_one_line_and_exit_2(tmp_path, scale_add):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "cannot read the model" in done.stderr
+
+
+def test_runtime_option_names_the_releases_to_run(libraries, scale_add):
+    """--runtime replaces the venvs of build/ort-venvs: only the release given
+    (and the installed one) runs the samples; a path that is no python is
+    refused in one line."""
+    from ort_venv import ort_python
+
+    def check_with(*runtimes):
+        return subprocess.run(
+            [sys.executable, "-m", "customops.check", str(scale_add / "scale_add.onnx"),
+             "--library", str(libraries[""]), "--inputs", str(scale_add / "small.npz"),
+             "--check", "runtimes", *(a for r in runtimes for a in ("--runtime", str(r)))],
+            capture_output=True, text=True, timeout=300)
+
+    done = check_with(ort_python("1.25.0"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == ("PASS runtimes: 1.25.0 runs them; "
+                           f"{onnxruntime.__version__} (installed) runs them\n")
+    done = check_with(scale_add / "reference.py")
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert "--runtime" in done.stderr and "not an executable python" in done.stderr
 
 
 def _groups(op):

@@ -21,7 +21,7 @@ COURSE = ["00_overview", "01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_
 CASES = ["01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_library", "05_knn_query",
          "06_selu", "08_end_to_end"]
 MAX_CELLS = 45
-MAX_MARKDOWN_WORDS = 2200
+MAX_MARKDOWN_WORDS = 2000
 # absolute paths of the kinds a run leaves behind on Linux and macOS, and the
 # path of this checkout, wherever it is
 CHECKOUT = str(NOTEBOOKS.parent)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from ..doctor.probe import printable
@@ -34,14 +35,25 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="append", choices=CHECKS, metavar="NAME",
                         help="run only this check (repeatable; default: all ten: "
                              f"{', '.join(CHECKS)})")
+    parser.add_argument("--runtime", action="append", metavar="PYTHON",
+                        help="the python of another onnxruntime release's environment, for the "
+                             "runtimes and library checks (repeatable; default: the venvs "
+                             "`make ort-venvs` prepared in this repository's build/ort-venvs)")
     parser.add_argument("--json", action="store_true",
                         help='print {"ok": bool, "checks": [{"name", "ok", "detail"}]}')
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
+    for python in args.runtime or []:
+        if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            print(f"customops.check: --runtime {printable(python)}: not an executable python "
+                  "(give an environment's bin/python, e.g. one of python tools/ort_venv.py)",
+                  file=sys.stderr)
+            return 2
     try:
         records = run(args.model, args.library, args.inputs, args.reference, rtol=args.rtol,
-                      atol=args.atol, threads=args.threads, checks=args.check or CHECKS)
+                      atol=args.atol, threads=args.threads, checks=args.check or CHECKS,
+                      runtimes_python=args.runtime)
     except CannotRun as error:
         print(f"customops.check: {error}", file=sys.stderr)
         return 2
