@@ -73,8 +73,12 @@ def parse(path: Path) -> Mutant:
 
 
 def git_apply(mutant: Mutant, cwd: Path, *flags) -> subprocess.CompletedProcess:
+    # The copy lies inside this repository's work tree, and `git apply` run in a
+    # subdirectory of a repository silently skips every file outside that
+    # subdirectory (all of them here): stop git's search for a repository above cwd.
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(cwd.parent)}
     return subprocess.run(["git", "apply", *flags, str(mutant.path)], cwd=cwd,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
 
 
 def sync_copy() -> bool:
@@ -182,6 +186,8 @@ def main(argv=None) -> int:
     # copy's libraries to rebuild.
     for mutant in sorted(mutants, key=lambda m: m.touches_cpp):
         applied = git_apply(mutant, COPY)
+        if not applied.returncode:  # applied means undoable: never a mutant that changed nothing
+            applied = git_apply(mutant, COPY, "-R", "--check")
         if applied.returncode:
             results[mutant.name] = "error"
             say(f"ERROR  {mutant.name}: does not apply to the copy: {last_line(applied.stderr)}")
