@@ -4,8 +4,9 @@ A server runs the same session millions of times; a few bytes lost per run
 (an unreleased OrtValue, OrtStatus or scratch buffer) would eventually
 exhaust it.  Each op's session runs 10,000 times on small inputs after a
 warm-up (which lets the allocators and the arena reach their steady state),
-twice: the resident set size, read from /proc/self/statm, must grow by less
-than 5 MB in at least one of the two windows.  A leak grows it in every
+twice: the anonymous resident memory (RSS less its file pages, from
+/proc/self/statm) must grow by less than 5 MB in at least one of the two
+windows.  A leak grows it in every
 window (5 MB is 500 bytes a run); an allocator still settling, or another
 process's memory pressure, moves only one.  The same holds for refused runs,
 where the error path creates an OrtStatus and an exception every time.
@@ -42,8 +43,14 @@ CHILD = textwrap.dedent("""
     PAGE = os.sysconf("SC_PAGE_SIZE")
 
     def rss_mb():
+        # resident minus shared: the anonymous pages, where a leak lives.  File
+        # pages (the libraries' code) count in RSS too, and under memory
+        # pressure the kernel may drop them, to fault them back in as the code
+        # runs.  (Once, on a machine with full memory, both windows of a case
+        # grew 13-16 MB of RSS; it did not reproduce.)
         with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * PAGE / 2**20
+            resident, shared = map(int, f.read().split()[1:3])
+        return (resident - shared) * PAGE / 2**20
 
     from optable import OPS, basic_samples
 
