@@ -5,6 +5,8 @@
 //   g++ -std=c++17 -O2 -shared -fPIC -Wl,--version-script=exports.lds -I$ORT_INCLUDE
 //       scale_add.cc -o libscale_add.so
 //   BUG_WRONG_RANK      the shape function declares z with rank 1     -> declared
+//   BUG_UNNAMED_DIM     the shape function writes -1 without its name (as
+//                       GetShape alone gives it): the model's u0 is lost -> declared
 //   BUG_MEMBER_SCRATCH  the kernel keeps its scratch in a member      -> threads
 //   BUG_LARGE_SAMPLE    a fixed 64-row buffer: wrong from row 64 on   -> reference
 //   BUG_EMPTY_INPUT     divides by the number of rows                 -> empty
@@ -102,6 +104,8 @@ struct ScaleAddOp : Ort::CustomOpBase<ScaleAddOp, ScaleAddKernel, /*WithStatus=*
 #ifdef BUG_WRONG_RANK
       dims.pop_back();  // (n, d) -> (n)
       names.pop_back();
+#elif defined(BUG_UNNAMED_DIM)
+      names.assign(names.size(), "");
 #endif
       const Ort::TensorTypeAndShapeInfo z(ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, dims, &names);
       Ort::ThrowOnError(api().ShapeInferContext_SetOutputTypeShape(context, 0, z));
