@@ -52,6 +52,7 @@ fi
 #    times, so ninja recompiles only the files that changed since last time
 #    (its objects live in $SRC/build, which is kept).
 say "copying sources to $SRC"
+mkdir -p "$SRC"
 rm -rf "$SRC/csrc" "$SRC/tests" "$SRC"/customops/*.py "$SRC"/customops/*/
 cp -rp "$ROOT/csrc" "$ROOT/tests" "$ROOT/setup.py" "$ROOT/pyproject.toml" "$SRC/"
 mkdir -p "$SRC/customops"  # keeps the sanitized *.so of the last run (relinked if stale)
