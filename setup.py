@@ -16,7 +16,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))
-from customops import headers as ort_headers  # noqa: E402  (the package's import is torch-free)
+from customops import headers  # noqa: E402  (importing customops is torch-free)
 
 TORCH_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/torch").glob("*.cpp"))
 KERNELS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "csrc/kernels").glob("*.cpp"))
@@ -41,8 +41,8 @@ class Build(BuildExtension):
         for ext in self.extensions:
             if ext.name == ORT_LIBRARY:
                 try:
-                    ext.include_dirs.append(str(ort_headers.include_dir()))
-                except ort_headers.HeadersNotFound as error:
+                    ext.include_dirs.append(str(headers.include_dir()))
+                except headers.HeadersNotFound as error:
                     sys.exit(f"error: {error}")
         super().build_extensions()
 

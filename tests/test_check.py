@@ -19,7 +19,7 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
-from customops import headers as ort_headers
+from customops import headers
 
 from customops import check  # noqa: E402
 from customops.ort import library_path  # noqa: E402
@@ -48,7 +48,7 @@ def libraries(tmp_path_factory):
         built[bug] = folder / f"libscale_add{bug and '_' + bug.lower()}.so"
         subprocess.run(["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra",
                         "-Werror", f"-Wl,--version-script={ROOT / 'csrc/ort/exports.lds'}",
-                        f"-I{ort_headers.include_dir()}", *([f"-D{bug}"] if bug else []),
+                        f"-I{headers.include_dir()}", *([f"-D{bug}"] if bug else []),
                         str(SOURCE), "-o", str(built[bug])], check=True, timeout=900)
     return built
 

@@ -17,7 +17,7 @@ import onnx
 import pytest
 from helpers import single_node_model
 
-from customops import headers as ort_headers
+from customops import headers
 from ort_venv import ort_python  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -33,7 +33,7 @@ def build(source: Path, library: Path, text: str | None = None) -> None:
     if text is not None:
         source = library.with_suffix(".cc")
         source.write_text(text)
-    include = str(ort_headers.include_dir())
+    include = str(headers.include_dir())
     command = [str(source) if part.endswith(".cc") else
                str(library) if part.endswith(".so") else
                part.replace("$ORT_INCLUDE", include) for part in command]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from customops import headers as ort_headers
+from customops import headers
 
 FAKE_NPM = """#!{python}
 import shutil, sys
@@ -25,9 +25,9 @@ def tampered_tarball(path: Path) -> Path:
     """A tarball laid out like the real package, with every required header
     present (so only the checksum can reject it)."""
     with tarfile.open(path, "w:gz") as tar:
-        for name in ort_headers.REQUIRED:
+        for name in headers.REQUIRED:
             data = b"/* not Microsoft's header */\n"
-            info = tarfile.TarInfo(ort_headers.HEADERS_IN_PACKAGE + name)
+            info = tarfile.TarInfo(headers.HEADERS_IN_PACKAGE + name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return path
@@ -35,9 +35,9 @@ def tampered_tarball(path: Path) -> Path:
 
 def test_verify_accepts_the_pinned_digest_only(tmp_path):
     archive = tampered_tarball(tmp_path / "package.tgz")
-    ort_headers.verify_sha256(archive, hashlib.sha256(archive.read_bytes()).hexdigest())
-    with pytest.raises(ort_headers.HeadersNotFound, match="sha256 mismatch for package.tgz"):
-        ort_headers.verify_sha256(archive)
+    headers.verify_sha256(archive, hashlib.sha256(archive.read_bytes()).hexdigest())
+    with pytest.raises(headers.HeadersNotFound, match="sha256 mismatch for package.tgz"):
+        headers.verify_sha256(archive)
 
 
 def test_tampered_npm_tarball_stops_with_one_line_and_no_cache(tmp_path):
@@ -58,7 +58,7 @@ def test_tampered_npm_tarball_stops_with_one_line_and_no_cache(tmp_path):
     lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert "sha256 mismatch" in lines[0]
-    assert ort_headers.NPM_TARBALL_SHA256 in lines[0]
+    assert headers.NPM_TARBALL_SHA256 in lines[0]
     assert not list(cache.rglob("*.h")), "nothing may be extracted into the cache"
 
 
@@ -67,8 +67,8 @@ def test_the_headers_are_the_release_the_tool_names():
     what docs/versions.md and RegisterCustomOps's negotiation assume."""
     if os.environ.get("ORT_INCLUDE_DIR"):
         pytest.skip("ORT_INCLUDE_DIR chooses other headers")
-    header = (ort_headers.include_dir() / "onnxruntime_c_api.h").read_text()
-    expected = ort_headers.HEADERS_VERSION.split(".")[1]
+    header = (headers.include_dir() / "onnxruntime_c_api.h").read_text()
+    expected = headers.HEADERS_VERSION.split(".")[1]
     assert f"#define ORT_API_VERSION {expected}\n" in header
 
 
