@@ -686,10 +686,10 @@ def targets():
         *[Target(f"deform_conv2d <= {limit}x ORT Conv at N=1, C=O=64, {size}x{size}, "
                  f"{'mask' if mask else 'no mask'}",
                  f"deform_conv2d/{deform_label(size, mask)}", "ours (ORT) / ORT Conv", limit)
-          for size, limit in ((128, 1.3), (64, 1.5)) for mask in (False, True)],
-        *[Target(f"deform_conv2d training step <= 2x conv2d forward + backward at N=1, "
+          for size, limit in ((128, 1.2), (64, 1.5)) for mask in (False, True)],
+        *[Target(f"deform_conv2d training step <= 1.5x conv2d forward + backward at N=1, "
                  f"C=O=64, {size}x{size}, mask", f"training/{training_label(size)}",
-                 "ours / conv2d", 2.0) for size in TRAINING_SIZES],
+                 "ours / conv2d", 1.5) for size in TRAINING_SIZES],
         *[Target(f"deform_conv2d training step <= 0.05x torchvision at N=1, C=O=64, "
                  f"{size}x{size}, mask", f"training/{training_label(size)}",
                  "ours / torchvision", 0.05) for size in TRAINING_SIZES],

@@ -333,9 +333,9 @@ def test_compiled_training_step_runs_the_backward_op():
 
 
 def test_an_image_in_many_bands_equals_torchvision(rng):
-    """A large image goes through the backward in bands of pixels (about
-    1 MiB of column gradient each: here 1,155 pixels of 4.5 KiB); the bands
-    meet without seams."""
+    """A large image goes through the backward in bands of pixels (at most
+    2 MiB of column gradient each: here 1,155 pixels of 4.5 KiB, three
+    bands); the bands meet without seams."""
     cfg = dict(n=2, c=64, o=16, hw=(33, 35), k=(3, 3), s=(1, 1), p=(1, 1), d=(1, 1), g=1, og=2,
                mask=True, bias=True)
     t = inputs(rng, cfg)
@@ -343,3 +343,25 @@ def test_an_image_in_many_bands_equals_torchvision(rng):
     _, theirs = gradients(torchvision.ops.deform_conv2d, t, cfg)
     for name in ours:
         torch.testing.assert_close(ours[name], theirs[name], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scratch_a_previous_call_left_is_never_read(rng, dtype):
+    """A thread keeps its scratch arrays between calls, uninitialized
+    (csrc/kernels/cpu/scratch.h).  A call right after one on a larger image
+    that filled them with NaN gives the same bits as before it."""
+    cfg = dict(n=2, c=8, o=4, hw=(9, 11), k=(3, 3), s=(1, 1), p=(1, 1), d=(1, 1), g=1, og=1,
+               mask=True, bias=True)
+    t = inputs(rng, cfg, dtype)
+    y, before = gradients(customops.deform_conv2d, t, cfg)
+    big = dict(cfg, hw=(20, 23))
+    poisoned = inputs(rng, big, dtype)
+    poisoned["input"] = torch.full_like(poisoned["input"], float("nan")).requires_grad_()
+    nan_y, _ = gradients(customops.deform_conv2d, poisoned, big,
+                         grad_output=torch.full((2, 4, 20, 23), float("nan"),
+                                                dtype=poisoned["input"].dtype))
+    assert nan_y.isnan().all()
+    y_again, after = gradients(customops.deform_conv2d, t, cfg)
+    assert torch.equal(y_again, y)
+    for name in before:
+        assert torch.equal(after[name], before[name]), name

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cpu/gemm.h"
+#include "cpu/scratch.h"
 #include "deform_conv2d_sampling.h"
 
 namespace customops {
@@ -87,10 +88,10 @@ struct Call {
 // per-pixel arrays hold `stride` >= tile values each, whole vectors of any
 // width, so that sample_tap may store whole vectors past the tile's end.
 template <typename T>
-struct Scratch {
+struct TileScratch {
   static constexpr int64_t kMaxLanes = 16;  // values per vector, at most
 
-  explicit Scratch(const Call<T>& call)
+  explicit TileScratch(const Call<T>& call)
       : stride(round_up(call.tile, kMaxLanes)),
         columns(aligned_array<T>(call.tile * call.row_size)),
         position(2 * stride),
@@ -124,7 +125,7 @@ __attribute__((always_inline)) inline void blend(const T* const (&src)[4], const
 // each group's weights into the output.
 template <typename T, Isa I>
 __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t task,
-                                                    Scratch<T>& scratch) {
+                                                    TileScratch<T>& scratch) {
   const DeformConv2dParams& p = call.p;
   const int64_t out_plane = p.out_h * p.out_w;
   const int64_t n = task / call.tiles, first = task % call.tiles * call.tile;
@@ -134,7 +135,8 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
   const T* offset = call.offset + n * 2 * sampled * out_plane + first;
   const T* mask = call.mask ? call.mask + n * sampled * out_plane + first : nullptr;
   const int64_t og_channels = p.in_channels / p.offset_groups;
-  static_assert(GemmShape<T, I>::W <= Scratch<T>::kMaxLanes, "sample_tap stores whole vectors");
+  static_assert(GemmShape<T, I>::W <= TileScratch<T>::kMaxLanes,
+                "sample_tap stores whole vectors");
   const int64_t stride = scratch.stride;
   T* pos_y = scratch.position.data();
   T* pos_x = pos_y + stride;
@@ -181,7 +183,7 @@ template <typename T, Isa I>
 __attribute__((always_inline)) inline void run_tiles(const Call<T>& call, int64_t begin,
                                                      int64_t end) {
   // Scratch per call of the body, so concurrent calls and threads never share it.
-  Scratch<T> scratch(call);
+  TileScratch<T> scratch(call);
   for (int64_t task = begin; task < end; ++task) run_tile<T, I>(call, task, scratch);
 }
 
@@ -236,15 +238,15 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
       for (int64_t j = 0; j < padded_group_out; ++j)
         packed_bias.push_back(j < group_out ? bias[g * group_out + j] : T{0});
 
-  // Left uninitialized: copy_layout writes all of it.
-  const AlignedArray<T> channels_last =
-      aligned_array<T>(p.batch * (p.height * p.width + 1) * p.in_channels);
-  copy_layout<Layout::kChannelsLast>(input, p, channels_last.get(), parallel_for);
+  // copy_layout writes all of it.
+  Scratch scratch;
+  T* channels_last = scratch.array<T>(p.batch * (p.height * p.width + 1) * p.in_channels);
+  copy_layout<Layout::kChannelsLast>(input, p, channels_last, parallel_for);
 
   const int64_t row_size = p.groups * k;
   const int64_t tile = tile_pixels(p, row_size * int64_t{sizeof(T)}, S::MR);
   const int64_t tile_count = ceil_div(p.out_h * p.out_w, tile);
-  const Call<T> call{p, channels_last.get(), offset, mask, packed_weight.get(),
+  const Call<T> call{p, channels_last, offset, mask, packed_weight.get(),
                      bias ? packed_bias.data() : nullptr, output, taps, group_channels,
                      group_out, k, packed_group, padded_group_out, row_size, tile,
                      tile_count};

@@ -22,7 +22,8 @@
 //
 // B and C run as one parallel loop.  The image goes through the phases in
 // bands of pixels, so the buffers (G, the columns, the corners) hold one
-// band of one image: memory does not grow with the batch.  Conventions
+// band of one image: memory does not grow with the batch.  The buffers are
+// kept for the thread's next call (cpu/scratch.h).  Conventions
 // follow torchvision's CPU backward, so that the gradients match it: a
 // sample on the top or left border line (y or x == -1) takes the cell
 // into the image for its offset gradient (see Edge in
@@ -36,6 +37,7 @@
 #include "deform_conv2d.h"
 #include "deform_conv2d_sampling.h"
 #include "cpu/gemm.h"
+#include "cpu/scratch.h"
 
 namespace customops {
 namespace {
@@ -51,12 +53,16 @@ constexpr int64_t kScatterRanges = 2;
 // Bytes of one B panel chunk in phase C: a chunk of pixels stays in L1/L2
 // while the MR-row blocks of grad_output stream past it.
 constexpr int64_t kPanelChunkBytes = 64 * 1024;
-// Bytes of G per band of pixels (the columns take as much again).  Small
-// bands keep G and the columns near the caches and the scratch small: one
-// band at 16 MiB (64x64 at C = 64 in one band) made the backward 1.7x
-// slower, much of it in page faults of freshly mapped scratch (1 MiB
-// measured best of 1, 2 and 16 MiB).
-constexpr int64_t kBandBytes = 1 << 20;
+// Bytes of G per band of pixels, at most (the columns take as much again).
+// Each band costs two parallel loops, each waiting for its slowest thread
+// and, with passive waiting, for the pool's sleeping threads to wake
+// (60-200 us each on a 2-core virtual machine), so larger bands save
+// synchronisation; smaller ones keep G and the columns nearer the core.
+// Step time paired against 4 MiB bands (128x128 and 64x64, the scratch kept
+// between calls): 1 MiB 0.94x and 0.90x at 1 thread, 1.03x and 1.04x at 2;
+// 2 MiB 0.90x and 0.95x at 1 thread, 1.02x and 0.96x at 2; 8 MiB 1.06x and
+// 0.99x, 16 MiB 1.07x and 1.08x at 2.
+constexpr int64_t kBandBytes = 2 << 20;
 
 // What the phases of one image share: read-only, except the disjoint parts
 // each task writes.
@@ -121,20 +127,27 @@ __attribute__((always_inline)) inline void blend_dot(const T* const (&src)[4],
   }
 }
 
-// dst[c] += w * src[c] for c < n.
+// dst[i][c] += w[i] * src[c] for c < n and i < count (count <= 4), each
+// vector of src loaded once for all the destinations.
 template <typename T, int W>
-__attribute__((always_inline)) inline void axpy(T w, const T* src, int64_t n,
-                                                T* __restrict dst) {
+__attribute__((always_inline)) inline void axpy_corners(int count, const T (&w)[4],
+                                                        const T* src, int64_t n,
+                                                        T* const (&dst)[4]) {
   int64_t c = 0;
   for (; c + W <= n; c += W) {
-    Vec<T, W> s, d;
-    load<T, W>(s, src + c), load<T, W>(d, dst + c);
-    store<T, W>(dst + c, d + w * s);
+    Vec<T, W> s;
+    load<T, W>(s, src + c);
+    for (int i = 0; i < count; ++i) {
+      Vec<T, W> d;
+      load<T, W>(d, dst[i] + c);
+      store<T, W>(dst[i] + c, d + w[i] * s);
+    }
   }
-  for (; c < n; ++c) dst[c] += w * src[c];
+  for (; c < n; ++c)
+    for (int i = 0; i < count; ++i) dst[i][c] += w[i] * src[c];
 }
 
-// Phase A scratch of one thread (see Scratch in deform_conv2d.cpp).
+// Phase A scratch of one thread (see TileScratch in deform_conv2d.cpp).
 template <typename T>
 struct TileScratch {
   static constexpr int64_t kMaxLanes = 16;
@@ -261,16 +274,23 @@ __attribute__((always_inline)) inline void scatter_block(const Backward<T>& b, i
   for (int64_t tap = 0; tap < b.taps; ++tap) {
     const int64_t ch = og * b.taps + tap;
     const T* grad = b.grad_columns + g * b.k + tap * b.group_channels + c0 - g * b.group_channels;
-    for (int64_t t = 0; t < b.pixels; ++t, grad += b.row_size)
+    for (int64_t t = 0; t < b.pixels; ++t, grad += b.row_size) {
+      // The sample's corners in this task's range, in corner order.
+      // Corners outside (weight 0, the zero pixel) are skipped, as in
+      // torchvision's col2im.
+      T w[4];
+      T* dst[4];
+      int count = 0;
       for (int q = 0; q < 4; ++q) {
         const int64_t at = (ch * 4 + q) * b.band + t;
         const uint32_t pixel = b.corner_pixel[at];
-        const T w = b.corner_weight[at];
-        // Corners outside (weight 0, the zero pixel) are skipped, as in
-        // torchvision's col2im.
-        if (pixel - lo < size && w != 0)
-          axpy<T, W>(w, grad, n, b.grad_image + int64_t{pixel} * channels + c0);
+        if (pixel - lo < size && b.corner_weight[at] != 0) {
+          w[count] = b.corner_weight[at];
+          dst[count++] = b.grad_image + int64_t{pixel} * channels + c0;
+        }
       }
+      axpy_corners<T, W>(count, w, grad, n, dst);
+    }
   }
 }
 
@@ -442,49 +462,51 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   one_image.batch = 1;  // tiles and the layout copies: one image at a time
   const int64_t row_bytes = row_size * int64_t{sizeof(T)};
   const int64_t tile = tile_pixels(one_image, row_bytes, S::MR);
-  const int64_t band = std::min(round_up(plane, tile),
-                                std::max<int64_t>(1, kBandBytes / row_bytes / tile) * tile);
+  // Bands of nearly equal size, each at most kBandBytes of G (or one tile).
+  const int64_t band_limit = std::max<int64_t>(1, kBandBytes / row_bytes / tile) * tile;
+  const int64_t band_count = ceil_div(plane, band_limit);
+  const int64_t band = round_up(ceil_div(plane, band_count), tile);
   const int64_t panels = ceil_div(k, S::NR);
   const int64_t column_group = gemm_packed_size(k, band, S::NR);
   const auto blocks = channel_blocks(p);
   const int64_t block_count = static_cast<int64_t>(blocks.size());
   const auto bc_tasks = interleaved(block_count * kScatterRanges, p.groups * panels);
 
-  // Left uninitialized where every value read is written first.
-  const AlignedArray<T> image = aligned_array<T>((image_plane + 1) * p.in_channels);
-  const AlignedArray<T> grad_columns = aligned_array<T>(band * row_size);
-  const AlignedArray<T> columns = aligned_array<T>(p.groups * column_group);
+  // Uninitialized (a previous call's values) where every value read is
+  // written first.
+  Scratch scratch;
+  T* image = scratch.array<T>((image_plane + 1) * p.in_channels);
+  T* grad_columns = scratch.array<T>(band * row_size);
+  T* columns = scratch.array<T>(p.groups * column_group);
   // The padding columns of each group's last panel are never written; the
   // GEMM's results for them are discarded, but zeros keep them defined.
   if (k % S::NR)
     for (int64_t g = 0; g < p.groups; ++g)
-      std::fill_n(columns.get() + g * column_group + (panels - 1) * band * S::NR,
-                  band * S::NR, T{0});
-  const AlignedArray<uint32_t> corner_pixel = aligned_array<uint32_t>(sampled * 4 * band);
-  const AlignedArray<T> corner_weight = aligned_array<T>(sampled * 4 * band);
-  const AlignedArray<T> grad_image = aligned_array<T>((image_plane + 1) * p.in_channels);
+      std::fill_n(columns + g * column_group + (panels - 1) * band * S::NR, band * S::NR, T{0});
+  uint32_t* corner_pixel = scratch.array<uint32_t>(sampled * 4 * band);
+  T* corner_weight = scratch.array<T>(sampled * 4 * band);
+  T* grad_image = scratch.array<T>((image_plane + 1) * p.in_channels);
   std::vector<T> weight_sum(p.out_channels * k, T{0}), bias_sum(p.out_channels, T{0});
 
   Backward<T> b{p, taps, group_channels, group_out, k, row_size, plane, sampled,
                 p.in_channels / p.offset_groups, S::NR, tile, band,
                 packed_weight.get(), packed_group, panels, column_group, blocks, bc_tasks,
                 0, 0, {}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                grad_columns.get(), columns.get(), corner_pixel.get(), corner_weight.get(),
-                grad_image.get(), weight_sum.data(), bias_sum.data()};
+                grad_columns, columns, corner_pixel, corner_weight, grad_image,
+                weight_sum.data(), bias_sum.data()};
   const int64_t offset_size = 2 * sampled * plane;
   for (int64_t n = 0; n < p.batch; ++n) {
     copy_layout<Layout::kChannelsLast>(input + n * p.in_channels * image_plane, one_image,
-                                       image.get(), parallel_for);
-    b.image = image.get();
+                                       image, parallel_for);
+    b.image = image;
     b.grad_out = grad_output + n * p.out_channels * plane;
     b.offset = offset + n * offset_size;
     b.mask = mask ? mask + n * sampled * plane : nullptr;
     b.grad_offset = grad_offset + n * offset_size;
     b.grad_mask = grad_mask ? grad_mask + n * sampled * plane : nullptr;
     parallel_for(ceil_div(image_plane + 1, kCopyPixels), 1, [&](int64_t begin, int64_t end) {
-      std::fill(grad_image.get() + begin * kCopyPixels * p.in_channels,
-                grad_image.get() + std::min(image_plane + 1, end * kCopyPixels) * p.in_channels,
-                T{0});
+      std::fill(grad_image + begin * kCopyPixels * p.in_channels,
+                grad_image + std::min(image_plane + 1, end * kCopyPixels) * p.in_channels, T{0});
     });
     for (b.first = 0; b.first < plane; b.first += band) {
       b.pixels = std::min(band, plane - b.first);
@@ -494,7 +516,7 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
       parallel_for(static_cast<int64_t>(bc_tasks.size()), 1,
                    [&](int64_t begin, int64_t end) { phases.tasks(b, begin, end); });
     }
-    copy_layout<Layout::kPlanar>(grad_image.get(), one_image,
+    copy_layout<Layout::kPlanar>(grad_image, one_image,
                                  grad_input + n * p.in_channels * image_plane, parallel_for);
   }
   for (int64_t o = 0; o < p.out_channels; ++o) {
