@@ -64,6 +64,10 @@ class Case:
     reference: str
     check: Callable[[Any, Any], Optional[str]]
     params: dict = field(default_factory=dict)
+    # Timed rounds at least, whatever the plan: for a case whose slowest
+    # contender would leave the plan's budget only a few rounds to judge the
+    # fast ones by.
+    min_rounds: int = 0
 
     @property
     def key(self) -> str:
@@ -165,6 +169,7 @@ def run_case(case: Case, plan: TimingPlan, log: Callable[[str], None] = print) -
 
     warm = [one_round(rep) for rep in range(plan.warmup)]
     rounds = plan.rounds_for(sum(warm[-1].values()), len(active)) if warm else plan.max_repeat
+    rounds = max(rounds, case.min_rounds)
     timed = [one_round(rep) for rep in range(plan.warmup, plan.warmup + rounds)]
     for contender in active:
         outcome = outcomes[contender.name]

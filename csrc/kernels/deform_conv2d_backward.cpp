@@ -254,10 +254,9 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
 }
 
 template <typename T, Isa I>
-__attribute__((always_inline)) inline void run_tiles(const Backward<T>& b, int64_t begin,
-                                                     int64_t end) {
+__attribute__((always_inline)) inline void run_tiles(const Backward<T>& b, TaskQueue& queue) {
   TileScratch<T> scratch(b);
-  for (int64_t task = begin; task < end; ++task) run_tile<T, I>(b, task, scratch);
+  for (int64_t task; (task = queue.claim()) >= 0;) run_tile<T, I>(b, task, scratch);
 }
 
 // Phase B: the input gradient of one block of channels (one offset group,
@@ -334,9 +333,8 @@ __attribute__((always_inline)) inline void weight_panel(const Backward<T>& b, in
 }
 
 template <typename T, Isa I>
-__attribute__((always_inline)) inline void run_bc_tasks(const Backward<T>& b, int64_t begin,
-                                                        int64_t end) {
-  for (int64_t i = begin; i < end; ++i) {
+__attribute__((always_inline)) inline void run_bc_tasks(const Backward<T>& b, TaskQueue& queue) {
+  for (int64_t i; (i = queue.claim()) >= 0;) {
     const int64_t task = b.bc_tasks[i];
     if (task >= 0)
       scatter_block<T, I>(b, task);
@@ -348,39 +346,35 @@ __attribute__((always_inline)) inline void run_bc_tasks(const Backward<T>& b, in
 // The phases compiled once per instruction set.
 template <typename T>
 struct Phases {
-  void (*tiles)(const Backward<T>&, int64_t, int64_t);
-  void (*tasks)(const Backward<T>&, int64_t, int64_t);
+  void (*tiles)(const Backward<T>&, TaskQueue&);
+  void (*tasks)(const Backward<T>&, TaskQueue&);
 };
 
 template <typename T>
-void tiles_baseline(const Backward<T>& b, int64_t begin, int64_t end) {
-  run_tiles<T, Isa::kBaseline>(b, begin, end);
+void tiles_baseline(const Backward<T>& b, TaskQueue& queue) {
+  run_tiles<T, Isa::kBaseline>(b, queue);
 }
 template <typename T>
-void tasks_baseline(const Backward<T>& b, int64_t begin, int64_t end) {
-  run_bc_tasks<T, Isa::kBaseline>(b, begin, end);
+void tasks_baseline(const Backward<T>& b, TaskQueue& queue) {
+  run_bc_tasks<T, Isa::kBaseline>(b, queue);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
 template <typename T>
-__attribute__((target("avx2,fma"))) void tiles_avx2(const Backward<T>& b, int64_t begin,
-                                                    int64_t end) {
-  run_tiles<T, Isa::kAvx2>(b, begin, end);
+__attribute__((target("avx2,fma"))) void tiles_avx2(const Backward<T>& b, TaskQueue& queue) {
+  run_tiles<T, Isa::kAvx2>(b, queue);
 }
 template <typename T>
-__attribute__((target("avx2,fma"))) void tasks_avx2(const Backward<T>& b, int64_t begin,
-                                                    int64_t end) {
-  run_bc_tasks<T, Isa::kAvx2>(b, begin, end);
+__attribute__((target("avx2,fma"))) void tasks_avx2(const Backward<T>& b, TaskQueue& queue) {
+  run_bc_tasks<T, Isa::kAvx2>(b, queue);
 }
 template <typename T>
-__attribute__((target("avx512f"))) void tiles_avx512(const Backward<T>& b, int64_t begin,
-                                                     int64_t end) {
-  run_tiles<T, Isa::kAvx512>(b, begin, end);
+__attribute__((target("avx512f"))) void tiles_avx512(const Backward<T>& b, TaskQueue& queue) {
+  run_tiles<T, Isa::kAvx512>(b, queue);
 }
 template <typename T>
-__attribute__((target("avx512f"))) void tasks_avx512(const Backward<T>& b, int64_t begin,
-                                                     int64_t end) {
-  run_bc_tasks<T, Isa::kAvx512>(b, begin, end);
+__attribute__((target("avx512f"))) void tasks_avx512(const Backward<T>& b, TaskQueue& queue) {
+  run_bc_tasks<T, Isa::kAvx512>(b, queue);
 }
 #endif
 
@@ -511,10 +505,9 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
     for (b.first = 0; b.first < plane; b.first += band) {
       b.pixels = std::min(band, plane - b.first);
       scatter_bounds(b);
-      parallel_for(ceil_div(b.pixels, tile), 1,
-                   [&](int64_t begin, int64_t end) { phases.tiles(b, begin, end); });
-      parallel_for(static_cast<int64_t>(bc_tasks.size()), 1,
-                   [&](int64_t begin, int64_t end) { phases.tasks(b, begin, end); });
+      TaskQueue tiles(ceil_div(b.pixels, tile)), tasks(static_cast<int64_t>(bc_tasks.size()));
+      parallel_for(tiles.size(), 1, [&](int64_t, int64_t) { phases.tiles(b, tiles); });
+      parallel_for(tasks.size(), 1, [&](int64_t, int64_t) { phases.tasks(b, tasks); });
     }
     copy_layout<Layout::kPlanar>(grad_image, one_image,
                                  grad_input + n * p.in_channels * image_plane, parallel_for);

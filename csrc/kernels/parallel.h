@@ -9,6 +9,7 @@
 // SessionOptions.intra_op_num_threads), never by the kernel.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -19,6 +20,28 @@ namespace customops {
 // `grain` is the smallest range worth handing to one thread.
 using ParallelFor = std::function<void(
     int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body)>;
+
+// Tasks 0..n-1 handed out one at a time, to whichever thread asks next.
+// Run by calling parallel_for(n, 1, body) with a body that claims tasks
+// until none is left, ignoring its range: a thread that starts late (woken
+// from sleep, 60-200 us on a 2-core virtual machine) then takes fewer tasks,
+// where parallel_for's fixed ranges make the whole loop wait for its range.
+// Only for tasks that write disjoint outputs, so that the results do not
+// depend on which thread runs which task.
+class TaskQueue {
+ public:
+  explicit TaskQueue(int64_t n) : n_(n) {}
+  int64_t size() const { return n_; }
+  // The next unclaimed task, or -1 when all are claimed.
+  int64_t claim() {
+    const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    return i < n_ ? i : -1;
+  }
+
+ private:
+  const int64_t n_;
+  std::atomic<int64_t> next_{0};
+};
 
 // A ParallelFor that runs everything on the calling thread: for work that is
 // already one task of an outer parallel loop.
