@@ -413,8 +413,9 @@ void scatter_bounds(Backward<T>& b) {
   b.bounds[kScatterRanges] = static_cast<uint32_t>(image_plane + 1);  // the zero pixel too
 }
 
-// Phases B and C as one list, each kind spread evenly over it: parallel_for
-// may hand each thread one contiguous range of tasks.
+// Phases B and C as one list, each kind spread evenly over it, so that the
+// few long scatter tasks do not all come last in the order the threads
+// claim them in.
 std::vector<int64_t> interleaved(int64_t blocks, int64_t panels) {
   std::vector<int64_t> tasks;
   for (int64_t i = 0, j = 0; i < blocks || j < panels;) {

@@ -6,9 +6,9 @@
 // system on free (an mmap'ed block, the heap's trimmed top), so a kernel
 // that allocates its buffers in every call pays the faults in every call.
 // On a virtual machine one fault costs microseconds: the deform_conv2d
-// backward allocating per call took 230 faults per call at 64x64 and 2,016
-// at 128x128 in a C++ driver, and with 4 MiB bands 2,026 faults and 5 ms
-// more per call at 64x64 (18.9 ms against 13.7 ms with glibc told to keep
+// backward allocating per call took up to 953 faults per call at 64x64 and
+// 2,016 at 128x128 in a C++ driver, and with 4 MiB bands 2,026 faults and
+// 5 ms more per call at 64x64 (18.9 ms against 13.7 ms with glibc told to keep
 // its memory).  Each thread that calls a kernel therefore keeps its blocks
 // for its next call (a grow-only scratchpad), up to kKeptBytes in all;
 // larger ones are freed when the call ends.  Concurrent calls come from
