@@ -11,8 +11,9 @@
 // 5 ms more per call at 64x64 (18.9 ms against 13.7 ms with glibc told to keep
 // its memory).  Each thread that calls a kernel therefore keeps its blocks
 // for its next call (a grow-only scratchpad), up to kKeptBytes in all;
-// larger ones are freed when the call ends.  Concurrent calls come from
-// different threads, so they never share a block.
+// larger ones are freed when the call ends (in each library that compiles
+// the kernels: the PyTorch extension and the ORT library keep their own).
+// Concurrent calls come from different threads, so they never share a block.
 #pragma once
 
 #include <cstddef>
@@ -52,7 +53,10 @@ class Scratch {
     Block& b = kept[next_++];
     const size_t bytes = n * sizeof(T);
     if (b.bytes < bytes) {
-      b.data.reset();  // before allocating, so the old and new never coexist
+      // Freed before allocating, so the old and new never coexist; emptied
+      // first, so that a failed allocation leaves no size without memory.
+      b.data.reset();
+      b.bytes = 0;
       b.data = aligned_array<char>(bytes);
       b.bytes = bytes;
     }
