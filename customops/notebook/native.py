@@ -2,8 +2,9 @@
 
 The TorchScript exporter and ONNX Runtime write some messages straight to the
 process's file descriptors 1 and 2: shape-inference warnings with
-timestamps, and (torch 2.14's ONNX logging is always on after the first
-export) the whole TorchScript graph of a failed export, with source paths.
+timestamps, and (torch 2.14's legacy exporter switches ONNX logging on at
+the start of every export) the whole TorchScript graph of an export that
+fails in its ONNX conversion, with source paths.
 In a notebook those land in the cell's output, so the stored output would
 depend on the time and the machine.
 """
