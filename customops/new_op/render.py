@@ -123,8 +123,10 @@ def math(op: Op) -> list:
 
 
 def reference(op: Op) -> list:
-    names = [t.name + ("=None" if t.optional else "") for t in op.inputs]
-    names += [a.name for a in op.attributes]
+    optional = {t.name for t in op.inputs if t.optional}
+    names = [f"{n}=None" if n in optional else p for n, p in zip(op.order, python_parameters(op))]
+    if any("=" in a and "=" not in b for a, b in zip(names, names[1:])):
+        names.insert(0, "*")  # called by name: an absent optional input is left out
     body = ["def reference(" + ", ".join(names) + "):",
             f'    """The outputs of {op.namespace}::{op.name}, in the schema\'s order.  Placeholder: zeros',
             '    of the declared shapes (a data-dependent size 0), as the placeholder kernel gives."""']
@@ -245,11 +247,18 @@ def torch_schema(op: Op) -> list:
     return [f'  m.def("{op.schema}");']
 
 
+def python_parameters(op: Op) -> list:
+    """The schema's arguments as Python parameters, with their defaults (the
+    dispatcher leaves out an argument equal to its default)."""
+    defaults = {a.name: a.default for a in op.attributes if a.default is not None}
+    return [f"{name}={defaults[name]!r}" if name in defaults else name for name in op.order]
+
+
 # --- op.py: the fake kernel ---------------------------------------------------------------------
 
 def fake(op: Op) -> list:
     t = first_t(op)
-    params = ", ".join(op.order)
+    params = ", ".join(python_parameters(op))
     out = [f'@torch.library.register_fake("{op.namespace}::{op.name}")',
            f"def _({params}):",
            "    # torch.export runs the op on fake tensors (shapes, no data): state the sizes",
@@ -299,7 +308,8 @@ def translation(op: Op) -> list:
             params.append(f"{name}: Optional[{kind}]" if x.optional else f"{name}: {kind}")
         else:
             a = next(a for a in op.attributes if a.name == name)
-            params.append(f"{name}: {ONNXSCRIPT_PARAMETER[a.kind]}")
+            default = "" if a.default is None else f" = {a.default!r}"
+            params.append(f"{name}: {ONNXSCRIPT_PARAMETER[a.kind]}{default}")
     outs = [onnxscript_type(op, x) for x in op.outputs]
     ret = outs[0] if len(outs) == 1 else "tuple[" + ", ".join(outs) + "]"
     names = ", ".join(x.name for x in op.outputs)

@@ -51,7 +51,8 @@ def name_data_dependent_sizes(model):
                 renames[output.type.tensor_type.shape.dim[axis].dim_param] = wanted
     for value in [*model.graph.output, *model.graph.value_info]:
         for dim in value.type.tensor_type.shape.dim:
-            dim.dim_param = renames.get(dim.dim_param, dim.dim_param)
+            if dim.HasField("dim_param") and dim.dim_param in renames:
+                dim.dim_param = renames[dim.dim_param]
 
 
 def export_dynamo(dtype, path: Path) -> None:
