@@ -244,7 +244,8 @@ def torch_kernel(op: Op) -> list:
 
 
 def torch_schema(op: Op) -> list:
-    return [f'  m.def("{op.schema}");']
+    schema = op.schema.replace("\\", "\\\\").replace('"', '\\"')
+    return [f'  m.def("{schema}");']
 
 
 def python_parameters(op: Op) -> list:
@@ -462,7 +463,7 @@ def cpp_literal(kind: str, value) -> str:
     if kind == "str":
         return '"' + value + '"'
     if kind in ("int[]", "float[]"):
-        return "{" + ", ".join(cpp_literal(kind[:-2], v) for v in value) + "}"
+        return CPP_ATTRIBUTE[kind] + "{" + ", ".join(cpp_literal(kind[:-2], v) for v in value) + "}"
     if kind == "float":
         return repr(float(value))
     return str(value)

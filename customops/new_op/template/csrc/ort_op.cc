@@ -234,6 +234,9 @@ bool read_bool(const OrtKernelInfo* info, const char* name, std::optional<bool> 
 std::string read_string(const OrtKernelInfo* info, const char* name, std::optional<std::string> fallback = std::nullopt) {
   return read_attribute<std::string>(info, name, "STRING", fallback);
 }
+// onnxruntime 1.31 reads a list attribute of another type (FLOATS for INTS)
+// as an empty list, without an error: refuse an empty list in
+// check_<op>_attributes if the math needs values.
 std::vector<int64_t> read_ints(const OrtKernelInfo* info, const char* name,
                                std::optional<std::vector<int64_t>> fallback = std::nullopt) {
   return read_attribute<std::vector<int64_t>>(info, name, "INTS", fallback);
