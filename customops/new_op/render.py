@@ -482,8 +482,40 @@ def ort_register(op: Op) -> list:
     return out + ["    return d;", "  }();"]
 
 
+# --- README.md ---------------------------------------------------------------------------------
+
+def readme(op: Op) -> list:
+    rows = [f"| `{t.name}` | input{' (optional)' if t.optional else ''} | {t.dtype} | ({dims_text(t.dims)}) |"
+            for t in op.inputs]
+    rows += [f"| `{a.name}` | attribute | {a.kind} → {a.onnx_type} | |" for a in op.attributes]
+    rows += [f"| `{t.name}` | output | {t.dtype} | ({dims_text(t.dims)}) |" for t in op.outputs]
+    out = [f"# {op.namespace}::{op.name}", "",
+           "A custom operator, from one C++ header to PyTorch, ONNX, ONNX Runtime (ORT) and a C++ program,",
+           "generated from its schema:", "",
+           f"    {op.namespace}::{op.schema}", "",
+           f"`T` is {' or '.join(op.dtypes)}" + (" (float16 is computed in float)" if "float16" in op.dtypes else "")
+           + "; named sizes stay dynamic in the exported models and keep their names.", "",
+           "| name | kind | type | shape |", "|---|---|---|---|", *rows, "",
+           "## Write the math: two files, then `make test`", "",
+           f"1. `csrc/{op.name}.h`: the body of `{op.name}`, which fills the outputs (allocated with the",
+           "   shapes above)" + "".join(f", and of `{op.name}_{s}`, the rule that computes `{s}` from the data"
+                                     for s in op.data_dependent()) + ".",
+           f"   If an attribute can be wrong, refuse it in `check_{op.name}_attributes`. Throw",
+           "   `std::invalid_argument` for an input the math refuses. A project generated from a new schema",
+           "   starts with a placeholder that writes zeros" + "".join(f" and `{s}` = 0" for s in op.data_dependent())
+           + ", so its tests pass before you write anything.",
+            "2. `reference.py`: `reference`, the same outputs in numpy, written independently: every test compares",
+            "   each route (PyTorch, both exported models in ORT, the C++ host) against it.",
+            "",
+            "Optionally: `samples.py` if the math needs particular inputs (sorted, positive), `tests/test_math.py`",
+            "for cases of your own, `EXPORTED` in `schema.py` for the attribute values the models are exported with.",
+            "Everything else follows from the schema: to change the schema, generate a new project and carry",
+            "these files over."]
+    return out
+
+
 REGIONS = {
-    "math": math, "reference": reference, "math-tests": math_tests, "sizes": sizes, "torch-kernel": torch_kernel,
+    "math": math, "reference": reference, "math-tests": math_tests, "readme": readme, "sizes": sizes, "torch-kernel": torch_kernel,
     "torch-schema": torch_schema, "fake": fake, "translation": translation, "symbolic": symbolic,
     "schema": schema_module, "ort-attributes": ort_attributes, "ort-compute": ort_compute,
     "ort-shape": ort_shape, "ort-types": ort_types, "ort-create": ort_create, "ort-register": ort_register,
