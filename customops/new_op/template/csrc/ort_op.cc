@@ -204,17 +204,40 @@ OrtStatusPtr infer_shape(const OrtCustomOp*, OrtShapeInferContext* context) noex
 // ORT reports a CreateKernelV2 status as "Exception during initialization:
 // <text>", dropping its code, so the text says it all.  An attribute the node
 // does not carry takes the schema's default, if it has one.
+// onnxruntime (1.24 to 1.32) reads a list attribute of another type (an INT,
+// or FLOATS for INTS) as an empty list, without an error: so an empty list is
+// tried as every other type, and a hit named as the mistake it is.
+bool holds_another_type(const OrtKernelInfo* info, const char* name, bool ints) {
+  const Ort::ConstKernelInfo kernel_info(info);
+  const auto reads = [](auto read) {
+    try {
+      return read();
+    } catch (const Ort::Exception&) {
+      return false;
+    }
+  };
+  return reads([&] { return (kernel_info.GetAttribute<float>(name), true); }) ||
+         reads([&] { return (kernel_info.GetAttribute<int64_t>(name), true); }) ||
+         reads([&] { return (kernel_info.GetAttribute<std::string>(name), true); }) ||
+         reads([&] { return ints ? !kernel_info.GetAttributes<float>(name).empty()
+                                 : !kernel_info.GetAttributes<int64_t>(name).empty(); });
+}
+
 template <typename V>
 V read_attribute(const OrtKernelInfo* info, const char* name, const char* type, const std::optional<V>& fallback) {
+  const std::string wrong = std::string("scaled_row_sum: attribute ") + name + " (a " + type + ") is missing or not a " + type;
   try {
-    if constexpr (std::is_same_v<V, std::vector<int64_t>> || std::is_same_v<V, std::vector<float>>)
-      return Ort::ConstKernelInfo(info).GetAttributes<typename V::value_type>(name);
-    else
+    if constexpr (std::is_same_v<V, std::vector<int64_t>> || std::is_same_v<V, std::vector<float>>) {
+      V values = Ort::ConstKernelInfo(info).GetAttributes<typename V::value_type>(name);
+      if (values.empty() && holds_another_type(info, name, std::is_same_v<V, std::vector<int64_t>>))
+        throw std::invalid_argument(wrong + ": it holds another type");
+      return values;
+    } else {
       return Ort::ConstKernelInfo(info).GetAttribute<V>(name);
+    }
   } catch (const Ort::Exception& e) {
     if (fallback && std::string(e.what()).find("No attribute with name") != std::string::npos) return *fallback;
-    throw std::invalid_argument(std::string("scaled_row_sum: attribute ") + name + " (a " + type +
-                                ") is missing or not a " + type + ": " + e.what());
+    throw std::invalid_argument(wrong + ": " + e.what());
   }
 }
 
@@ -234,9 +257,6 @@ bool read_bool(const OrtKernelInfo* info, const char* name, std::optional<bool> 
 std::string read_string(const OrtKernelInfo* info, const char* name, std::optional<std::string> fallback = std::nullopt) {
   return read_attribute<std::string>(info, name, "STRING", fallback);
 }
-// onnxruntime 1.31 reads a list attribute of another type (FLOATS for INTS)
-// as an empty list, without an error: refuse an empty list in
-// check_<op>_attributes if the math needs values.
 std::vector<int64_t> read_ints(const OrtKernelInfo* info, const char* name,
                                std::optional<std::vector<int64_t>> fallback = std::nullopt) {
   return read_attribute<std::vector<int64_t>>(info, name, "INTS", fallback);
