@@ -73,6 +73,7 @@ def test_refuses_a_bad_name_with_the_rule_in_one_line(tmp_path, spec, message):
      "the size 'm' appears only in optional inputs"),
     (["geo::f(Tensor x, int k) -> Tensor y", "--shapes", "x: T[k]"], "the size 'k' has the name of an argument"),
     (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: T[n]; y: T[E, E]"], "the data-dependent size 'E' appears twice"),
+    (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: T[Stored]"], "the size 'Stored' is a name the generated code uses"),
     (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: int64[n]"], "give one required input type T"),
     (["geo::f", "--dtypes", "float64"], "--dtypes and --shapes need the op's schema"),
 ])

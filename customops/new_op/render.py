@@ -64,6 +64,12 @@ def math_parameters(op: Op) -> list:
     return params
 
 
+def output_symbols(op: Op) -> list:
+    """The inputs' named sizes that some output's shape uses."""
+    used = {d for t in op.outputs for d in t.dims}
+    return [s for s in op.symbols() if s in used]
+
+
 def size_rule_parameters(op: Op) -> list:
     return math_parameters(op)[:len(op.inputs) + len(op.attributes) + len(op.symbols())]
 
@@ -278,7 +284,7 @@ def fake(op: Op) -> list:
                 if (first.name, first_axis) != (x.name, axis):
                     out.append(f'{indent}torch._check({x.name}.shape[{axis}] == {first.name}.shape[{first_axis}], '
                                f'lambda: "{op.name}: {x.name} must have {d} = {first.name}.shape[{first_axis}] at dimension {axis}")')
-    for symbol in op.symbols():
+    for symbol in output_symbols(op):
         first, axis = op.where(symbol)
         out.append(f"    {symbol} = {first.name}.shape[{axis}]")
     for symbol in op.data_dependent():
@@ -341,7 +347,7 @@ def symbolic(op: Op) -> list:
     out += ["    # The legacy exporter cannot infer an unknown op's outputs: state each one's",
             "    # dtype and sizes (a dynamic size is None, named by export.py's dynamic_axes)."]
     t = first_t(op)
-    for symbol in op.symbols():
+    for symbol in output_symbols(op):
         first, axis = op.where(symbol)
         out.append(f"    {symbol} = {first.name}.type().varyingSizes()[{axis}]")
     for symbol in op.data_dependent():
@@ -355,20 +361,33 @@ def symbolic(op: Op) -> list:
 
 # --- schema.py: the op as data, for export.py and the tests ------------------------------------------
 
+def py(value) -> str:
+    """A Python literal in the project's style (double quotes)."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(map(py, value)) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(py, value)) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{py(k)}: {py(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
 def schema_module(op: Op) -> list:
     def tensors(items):
-        return "{" + ", ".join(f'"{x.name}": ("{x.dtype}", {x.dims!r})' for x in items) + "}"
+        return py({x.name: (x.dtype, x.dims) for x in items})
 
     exported = {a.name: a.default if a.default is not None else EXAMPLE_VALUE[a.kind] for a in op.attributes}
-    return [f'NAMESPACE, NAME = "{op.namespace}", "{op.name}"',
-            f"SCHEMA = {op.namespace + '::' + op.schema!r}",
-            f"DTYPES = {op.dtypes!r}  # what T stands for",
-            f"INPUTS = {tensors(op.inputs)}",
-            f"OPTIONAL = {sorted(x.name for x in op.inputs if x.optional)!r}",
+    return [f"NAMESPACE, NAME = {py(op.namespace)}, {py(op.name)}",
+            f"SCHEMA = {py(op.namespace + '::' + op.schema)}",
+            f"DTYPES = {py(op.dtypes)}  # what T stands for",
+            f"INPUTS = {tensors(op.inputs)}  # name: (element type, sizes)",
+            f"OPTIONAL = {py([x.name for x in op.inputs if x.optional])}",
             f"OUTPUTS = {tensors(op.outputs)}",
-            f"DATA_DEPENDENT = {op.data_dependent()!r}  # sizes only the kernel computes",
-            f"ATTRIBUTES = {{{', '.join(f'{a.name!r}: {a.onnx_type!r}' for a in op.attributes)}}}  # ONNX types",
-            f"EXPORTED = {exported!r}  # the attribute values export.py writes into the models"]
+            f"DATA_DEPENDENT = {py(op.data_dependent())}  # sizes only the kernel computes",
+            f"ATTRIBUTES = {py({a.name: a.onnx_type for a in op.attributes})}  # ONNX types",
+            f"EXPORTED = {py(exported)}  # the attribute values export.py writes into the models"]
 
 
 # --- csrc/ort_op.cc -----------------------------------------------------------------------------
@@ -388,7 +407,7 @@ def ort_compute(op: Op) -> list:
         out.append(f'      const int64_t {symbol} = sizes.at("{symbol}");')
 
     def storage(x):
-        return "S" if x.dtype == "T" else ORT_STORAGE[x.dtype]
+        return "Stored" if x.dtype == "T" else ORT_STORAGE[x.dtype]
 
     for x in op.inputs:
         out.append(f"      const Input<{storage(x)}> {x.name}_({x.name});")
@@ -406,14 +425,15 @@ def ort_compute(op: Op) -> list:
 
 def ort_shape(op: Op) -> list:
     out = []
-    for symbol in op.symbols():
+    for symbol in output_symbols(op):
         first, axis = op.where(symbol)
         index = op.inputs.index(first)
         out.append(f'    const Dim {symbol} = input_dim(context, {index}, {len(first.dims)}, {axis}, "{symbol}");')
     for symbol in op.data_dependent():
         out.append(f'    const Dim {symbol}{{-1, "{symbol}"}};  // known only from the data: named, never a number')
     t = first_t(op)
-    out.append(f"    const ONNXTensorElementDataType T = input_type(context, {op.inputs.index(t)});")
+    if any(x.dtype == "T" for x in op.outputs):  # the input's type, whichever op of ours ORT asks
+        out.append(f"    const ONNXTensorElementDataType T = input_type(context, {op.inputs.index(t)});")
     for index, x in enumerate(op.outputs):
         dims = ", ".join(d if isinstance(d, str) else f"Dim{{{d}}}" for d in x.dims)
         kind = "T" if x.dtype == "T" else f"ONNX_TENSOR_ELEMENT_DATA_TYPE_{ONNX_ELEMENT[x.dtype]}"
@@ -423,7 +443,7 @@ def ort_shape(op: Op) -> list:
 
 def ort_types(op: Op) -> list:
     def element(x):
-        return "element_type<S>()" if x.dtype == "T" else f"ONNX_TENSOR_ELEMENT_DATA_TYPE_{ONNX_ELEMENT[x.dtype]}"
+        return "element_type<Stored>()" if x.dtype == "T" else f"ONNX_TENSOR_ELEMENT_DATA_TYPE_{ONNX_ELEMENT[x.dtype]}"
 
     def table(items):
         return "{" + ", ".join(element(x) for x in items) + "}"
@@ -444,7 +464,7 @@ def ort_types(op: Op) -> list:
 
 
 def ort_create(op: Op) -> list:
-    out = [f"      auto kernel = std::make_unique<{op.camel}Kernel<S>>();"]
+    out = [f"      auto kernel = std::make_unique<{op.camel}Kernel<Stored>>();"]
     for a in op.attributes:
         default = "" if a.default is None else ", " + cpp_literal(a.kind, a.default)
         out.append(f'      kernel->{a.name} = read_{attribute_reader(a.kind)}(info, "{a.name}"{default});')
@@ -471,13 +491,13 @@ def cpp_literal(kind: str, value) -> str:
 
 def ort_register(op: Op) -> list:
     storage = {"float32": "float", "float64": "double", "float16": "Ort::Float16_t"}
-    out = []
+    out = ["  // One op per dtype, all named " + op.name + "; they and their domain outlive every session."]
     for dtype in op.dtypes:
-        out.append(f"  static {op.camel}Op<{storage[dtype]}> op_{dtype};  // the ops and their domain outlive every session")
+        out.append(f"  static {op.camel}Op<{storage[dtype]}> op_{dtype};")
     out += ["  static Ort::CustomOpDomain domain = [version] {",
             f'    Ort::CustomOpDomain d("{op.namespace}");']
     for dtype in op.dtypes:
-        out += [f"    op_{dtype}.version = version;  // the op's API version; older runtimes refuse a newer one",
+        out += [f"    op_{dtype}.version = version;  // the op's API version: older runtimes refuse a newer one",
                 f"    d.Add(&op_{dtype});"]
     return out + ["    return d;", "  }();"]
 

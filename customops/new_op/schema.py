@@ -33,7 +33,8 @@ TENSOR_KINDS = {"Tensor", "Tensor?"}
 FLOAT_DTYPES = ("float32", "float64", "float16")
 ELEMENT_TYPES = FLOAT_DTYPES + ("int64", "int32", "bool")
 # Names a project's generated code uses for itself, which an argument must not take.
-RESERVED = {"self", "sizes", "context", "info", "kernel", "options", "T", "g", "op"}
+RESERVED = {"self", "sizes", "context", "raw", "info", "kernel", "result", "options", "T", "Stored", "g", "op",
+            "inputs", "np", "torch"}
 
 
 class NewOpError(ValueError):
@@ -289,6 +290,8 @@ def build(schema: str, dtypes: str = "float32", shapes: str = "") -> Op:
     for symbol in symbols + op.data_dependent():
         if symbol in {t.name for t in inputs + outputs} | {a.name for a in attributes}:
             raise NewOpError(f"--shapes: the size {symbol!r} has the name of an argument or output; rename it")
+        if symbol in RESERVED or symbol in {op.name, op.namespace}:
+            raise NewOpError(f"--shapes: the size {symbol!r} is a name the generated code uses; rename it")
     if not any(t.dtype == "T" for t in inputs if not t.optional) and any(t.dtype == "T" for t in inputs + outputs):
         raise NewOpError("--shapes: T is the type of a required input's elements; give one required input type T")
     for symbol in symbols:

@@ -41,14 +41,18 @@ def dynamic_axes(tensors):
     return {name: {axis: d for axis, d in enumerate(dims) if isinstance(d, str)} for name, (_, dims) in tensors.items()}
 
 
-def name_data_dependent_sizes(model):
-    """torch.export calls a size only the data give u0, u1, ...; rename each to
-    its --shapes name (e.g. E) in the graph's outputs and value_info."""
+def declare_output_sizes(model):
+    """Each graph output's sizes as --shapes declares them.  torch.export calls
+    a size only the data give u0, u1, ...: it is renamed (E) wherever it
+    appears.  The legacy exporter, given dynamic_axes, names a static size of
+    a custom op's output (sum_dim_0): it gets its number back."""
     renames = {}
     for output in model.graph.output:
-        for axis, wanted in enumerate(OUTPUTS[output.name][1]):
-            if wanted in DATA_DEPENDENT:
-                renames[output.type.tensor_type.shape.dim[axis].dim_param] = wanted
+        for dim, wanted in zip(output.type.tensor_type.shape.dim, OUTPUTS[output.name][1]):
+            if isinstance(wanted, int):
+                dim.dim_value = wanted
+            elif dim.HasField("dim_param") and dim.dim_param != wanted:
+                renames[dim.dim_param] = wanted
     for value in [*model.graph.output, *model.graph.value_info]:
         for dim in value.type.tensor_type.shape.dim:
             if dim.HasField("dim_param") and dim.dim_param in renames:
@@ -64,7 +68,7 @@ def export_dynamo(dtype, path: Path) -> None:
         input_names=list(INPUTS), output_names=list(OUTPUTS), custom_translation_table=to_onnx.TABLE,
         dynamic_shapes={"inputs": tuple(axes[name] or None for name in INPUTS)})  # forward(*inputs)
     model = program.model_proto
-    name_data_dependent_sizes(model)
+    declare_output_sizes(model)
     onnx.save(model, path)
 
 
@@ -77,6 +81,9 @@ def export_legacy(dtype, path: Path) -> None:
             input_names=list(INPUTS), output_names=list(OUTPUTS),
             custom_opsets={NAMESPACE: to_onnx.DOMAIN_VERSION},
             dynamic_axes=dynamic_axes({**INPUTS, **OUTPUTS}))
+    model = onnx.load(path)
+    declare_output_sizes(model)
+    onnx.save(model, path)
 
 
 def model_path(dtype, route):

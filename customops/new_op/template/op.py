@@ -28,6 +28,5 @@ def _(x, weight, scale):
         torch._check(weight.dim() == 1, lambda: "scaled_row_sum: weight must have rank 1")
         torch._check(weight.shape[0] == x.shape[1], lambda: "scaled_row_sum: weight must have cols = x.shape[1] at dimension 0")
     rows = x.shape[0]
-    cols = x.shape[1]
     return x.new_empty((rows,)), x.new_empty((rows,), dtype=torch.int64)
 # </schema:fake>

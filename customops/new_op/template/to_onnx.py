@@ -52,7 +52,6 @@ def symbolic(g, x, weight, scale):
     # The legacy exporter cannot infer an unknown op's outputs: state each one's
     # dtype and sizes (a dynamic size is None, named by export.py's dynamic_axes).
     rows = x.type().varyingSizes()[0]
-    cols = x.type().varyingSizes()[1]
     sum.setType(x.type().with_sizes([rows]))
     argmax.setType(x.type().with_dtype(torch.int64).with_sizes([rows]))
     return sum, argmax

@@ -39,13 +39,13 @@ OrtStatusPtr as_status(const std::exception_ptr& error) noexcept {
   }
 }
 
-// S is how a tensor's elements are stored; the math computes float16 in float.
-template <typename S>
-using math_t = std::conditional_t<std::is_same_v<S, Ort::Float16_t>, float, S>;
+// Stored is how a tensor's elements are stored; the math computes float16 in float.
+template <typename Stored>
+using math_t = std::conditional_t<std::is_same_v<Stored, Ort::Float16_t>, float, Stored>;
 
-template <typename S>
+template <typename Stored>
 constexpr ONNXTensorElementDataType element_type() {
-  return Ort::TypeToTensorType<S>::type;
+  return Ort::TypeToTensorType<Stored>::type;
 }
 
 // An optional input is absent when the node has fewer inputs or names it
@@ -68,54 +68,54 @@ std::optional<std::vector<int64_t>> optional_shape(const Ort::ConstValue& value)
 
 // An input's elements as the math reads them: the tensor's own memory, or a
 // float copy of a float16 tensor; nullptr for an absent optional input.
-template <typename S>
+template <typename Stored>
 class Input {
  public:
   explicit Input(const Ort::ConstValue& value) {
     if (!present(value)) return;
-    data_ = value.GetTensorData<S>();
-    if constexpr (!std::is_same_v<S, math_t<S>>) {
+    data_ = value.GetTensorData<Stored>();
+    if constexpr (!std::is_same_v<Stored, math_t<Stored>>) {
       copy_.resize(value.GetTensorTypeAndShapeInfo().GetElementCount());
       for (size_t i = 0; i < copy_.size(); ++i) copy_[i] = data_[i].ToFloat();
     }
   }
-  const math_t<S>* data() const {
-    if constexpr (std::is_same_v<S, math_t<S>>) return data_;
+  const math_t<Stored>* data() const {
+    if constexpr (std::is_same_v<Stored, math_t<Stored>>) return data_;
     else return data_ ? copy_.data() : nullptr;
   }
 
  private:
-  const S* data_ = nullptr;
-  std::vector<math_t<S>> copy_;
+  const Stored* data_ = nullptr;
+  std::vector<math_t<Stored>> copy_;
 };
 
 // An output allocated by ORT in Compute, once its shape is known; store()
 // converts the math's float results into a float16 output.
-template <typename S>
+template <typename Stored>
 class Output {
  public:
   Output(Ort::KernelContext& context, size_t index, const std::vector<int64_t>& shape) {
     Ort::UnownedValue value = context.GetOutput(index, shape);
-    data_ = value.GetTensorMutableData<S>();
-    if constexpr (!std::is_same_v<S, math_t<S>>) copy_.resize(value.GetTensorTypeAndShapeInfo().GetElementCount());
+    data_ = value.GetTensorMutableData<Stored>();
+    if constexpr (!std::is_same_v<Stored, math_t<Stored>>) copy_.resize(value.GetTensorTypeAndShapeInfo().GetElementCount());
   }
-  math_t<S>* data() {
-    if constexpr (std::is_same_v<S, math_t<S>>) return data_;
+  math_t<Stored>* data() {
+    if constexpr (std::is_same_v<Stored, math_t<Stored>>) return data_;
     else return copy_.data();
   }
   void store() {
-    if constexpr (!std::is_same_v<S, math_t<S>>)
-      for (size_t i = 0; i < copy_.size(); ++i) data_[i] = S(copy_[i]);
+    if constexpr (!std::is_same_v<Stored, math_t<Stored>>)
+      for (size_t i = 0; i < copy_.size(); ++i) data_[i] = Stored(copy_[i]);
   }
 
  private:
-  S* data_ = nullptr;
-  std::vector<math_t<S>> copy_;
+  Stored* data_ = nullptr;
+  std::vector<math_t<Stored>> copy_;
 };
 
-template <typename S>
+template <typename Stored>
 struct ScaledRowSumKernel {
-  using T = math_t<S>;
+  using T = math_t<Stored>;
   // The attributes, read and checked once, when ORT creates the kernel.
   // <schema:ort-attributes>
   double scale;
@@ -130,9 +130,9 @@ struct ScaledRowSumKernel {
       const Sizes sizes = scaled_row_sum_sizes(shape_of(x), optional_shape(weight));
       const int64_t rows = sizes.at("rows");
       const int64_t cols = sizes.at("cols");
-      const Input<S> x_(x);
-      const Input<S> weight_(weight);
-      Output<S> sum(context, 0, {rows});
+      const Input<Stored> x_(x);
+      const Input<Stored> weight_(weight);
+      Output<Stored> sum(context, 0, {rows});
       Output<int64_t> argmax(context, 1, {rows});
       scaled_row_sum<T>(x_.data(), weight_.data(), scale, rows, cols, sum.data(), argmax.data());
       sum.store();
@@ -189,7 +189,6 @@ OrtStatusPtr infer_shape(const OrtCustomOp*, OrtShapeInferContext* context) noex
   try {
     // <schema:ort-shape>
     const Dim rows = input_dim(context, 0, 2, 0, "rows");
-    const Dim cols = input_dim(context, 0, 2, 1, "cols");
     const ONNXTensorElementDataType T = input_type(context, 0);
     set_output(context, 0, T, {rows});
     set_output(context, 1, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, {rows});
@@ -269,8 +268,8 @@ std::vector<double> read_floats(const OrtKernelInfo* info, const char* name,
   return {values.begin(), values.end()};
 }
 
-template <typename S>
-struct ScaledRowSumOp : Ort::CustomOpBase<ScaledRowSumOp<S>, ScaledRowSumKernel<S>, /*WithStatus=*/true> {
+template <typename Stored>
+struct ScaledRowSumOp : Ort::CustomOpBase<ScaledRowSumOp<Stored>, ScaledRowSumKernel<Stored>, /*WithStatus=*/true> {
   ScaledRowSumOp() { this->InferOutputShapeFn = infer_shape; }
   const char* GetName() const { return "scaled_row_sum"; }
 
@@ -279,7 +278,7 @@ struct ScaledRowSumOp : Ort::CustomOpBase<ScaledRowSumOp<S>, ScaledRowSumKernel<
   // <schema:ort-types>
   static constexpr size_t kInputs = 2, kOutputs = 2;
   ONNXTensorElementDataType GetInputType(size_t index) const {
-    const ONNXTensorElementDataType types[] = {element_type<S>(), element_type<S>()};
+    const ONNXTensorElementDataType types[] = {element_type<Stored>(), element_type<Stored>()};
     return types[index];
   }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t index) const {
@@ -287,7 +286,7 @@ struct ScaledRowSumOp : Ort::CustomOpBase<ScaledRowSumOp<S>, ScaledRowSumKernel<
     return optional[index] ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
   }
   ONNXTensorElementDataType GetOutputType(size_t index) const {
-    const ONNXTensorElementDataType types[] = {element_type<S>(), ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
+    const ONNXTensorElementDataType types[] = {element_type<Stored>(), ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64};
     return types[index];
   }
   // </schema:ort-types>
@@ -299,7 +298,7 @@ struct ScaledRowSumOp : Ort::CustomOpBase<ScaledRowSumOp<S>, ScaledRowSumKernel<
   OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** result) const noexcept {
     try {
       // <schema:ort-create>
-      auto kernel = std::make_unique<ScaledRowSumKernel<S>>();
+      auto kernel = std::make_unique<ScaledRowSumKernel<Stored>>();
       kernel->scale = read_float(info, "scale");
       check_scaled_row_sum_attributes(kernel->scale);
       // </schema:ort-create>
@@ -321,10 +320,11 @@ extern "C" OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
   Ort::InitApi(api_base->GetApi(version));
 
   // <schema:ort-register>
-  static ScaledRowSumOp<float> op_float32;  // the ops and their domain outlive every session
+  // One op per dtype, all named scaled_row_sum; they and their domain outlive every session.
+  static ScaledRowSumOp<float> op_float32;
   static Ort::CustomOpDomain domain = [version] {
     Ort::CustomOpDomain d("my_ops");
-    op_float32.version = version;  // the op's API version; older runtimes refuse a newer one
+    op_float32.version = version;  // the op's API version: older runtimes refuse a newer one
     d.Add(&op_float32);
     return d;
   }();
