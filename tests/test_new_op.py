@@ -149,7 +149,7 @@ def passed(done) -> int:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = [line for line in done.stdout.splitlines() if re.search(r" in [\d.]+s", line)][-1]
     # customops.check is installed here, so the project's check test runs too
-    assert re.fullmatch(r"\d+ passed in [\d.]+s", summary), summary
+    assert re.fullmatch(r"\d+ passed in [\d.]+s( \([\d:]+\))?", summary), summary  # (0:01:15) past a minute
     return int(summary.split()[0])
 
 
