@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .render import REGIONS, USER_REGIONS, render
-from .schema import NewOpError, Op, build, parse_op_name
+from .render import USER_REGIONS, render
+from .schema import NewOpError, Op, build, camel_case, parse_op_name
 
 __all__ = ["NewOpError", "generate", "parse_op_name", "template_op"]
 
@@ -34,11 +34,6 @@ COURSE_NAMES = ("my_ops::ball_query",)
 
 def template_op(namespace: str = TEMPLATE_NAMESPACE, name: str = TEMPLATE_NAME) -> Op:
     return build(f"{namespace}::{name}{TEMPLATE_SCHEMA}", "float32", TEMPLATE_SHAPES)
-
-
-def camel_case(name: str) -> str:
-    """scaled_row_sum -> ScaledRowSum, for the C++ type names."""
-    return "".join(part[:1].upper() + part[1:] for part in name.split("_")) or "Custom"
 
 
 def renamer(namespace: str, name: str):
@@ -88,4 +83,3 @@ def generate(spec: str, directory: str | Path, dtypes: str | None = None, shapes
     return list(files)
 
 
-assert USER_REGIONS <= set(REGIONS)

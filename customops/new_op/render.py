@@ -37,10 +37,6 @@ ONNXSCRIPT_PARAMETER = {"float": "float", "int": "int", "bool": "bool", "str": "
 EXAMPLE_VALUE = {"float": 0.5, "int": 2, "bool": True, "str": "a", "int[]": [1, 2], "float[]": [0.5, 1.5]}
 
 
-def lines(text: str) -> list:
-    return text.split("\n")
-
-
 def dims_text(dims) -> str:
     return ", ".join(map(str, dims))
 
@@ -152,11 +148,16 @@ def reference(op: Op) -> list:
 
 
 def math_tests(op: Op) -> list:
-    return [f"OP = torch.ops.{op.namespace}.{op.name}",
+    return ["import torch",
             "",
-            "# e.g. an input the math refuses:",
-            "#   with pytest.raises(ValueError, match=\"...\"): OP(...)",
-            "assert np and pytest and OrtError and run_ort and attribute_values and single_node_model"]
+            "import op  # noqa: F401  (loads the op)",
+            "",
+            f"OP = torch.ops.{op.namespace}.{op.name}",
+            "",
+            "# The cases the generated tests cannot know: a known answer, a tie, an input",
+            "# the math refuses (pytest.raises(ValueError, match=...) on OP; conftest.run_ort",
+            "# for ORT, which raises OrtError).  `python -m customops.new_op my_ops::scaled_row_sum DIR`",
+            "# writes the template op, whose tests/test_math.py has one of each."]
 
 
 # --- csrc/sizes.h: the shape checks both bindings share -------------------------------------

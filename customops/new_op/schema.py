@@ -72,7 +72,7 @@ class Op:
 
     @property
     def camel(self) -> str:
-        return "".join(part[:1].upper() + part[1:] for part in self.name.split("_")) or "Custom"
+        return camel_case(self.name)
 
     def symbols(self) -> list:
         """Named sizes that inputs carry, in order of first appearance."""
@@ -109,6 +109,11 @@ class Op:
         if attribute.default is not None:
             text += "=" + schema_literal(attribute.default)
         return text
+
+
+def camel_case(name: str) -> str:
+    """scaled_row_sum -> ScaledRowSum, for the C++ type names."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_")) or "Custom"
 
 
 def schema_literal(value) -> str:

@@ -15,7 +15,7 @@ import torch
 
 import to_onnx
 from samples import sample
-from schema import DATA_DEPENDENT, DTYPES, EXPORTED, INPUTS, NAME, NAMESPACE, OUTPUTS
+from schema import DTYPES, EXPORTED, INPUTS, NAME, NAMESPACE, OUTPUTS
 
 BUILD = Path(__file__).resolve().parent / "build"
 OP = getattr(getattr(torch.ops, NAMESPACE), NAME)

@@ -1,6 +1,6 @@
 """Your own tests of the math: the cases the generic tests cannot know."""
 
-import numpy as np
+# <schema:math-tests>
 import pytest
 import torch
 from conftest import OrtError, run_ort
@@ -8,7 +8,6 @@ from test_ort import attribute_values, single_node_model
 
 import op  # noqa: F401  (loads the op)
 
-# <schema:math-tests>
 OP = torch.ops.my_ops.scaled_row_sum
 
 

@@ -4,16 +4,13 @@ input; the shapes its shape function declares; its errors; concurrent runs."""
 
 import numpy as np
 import pytest
-import torch
 from conftest import LIBRARY, MODELS, OrtError, run_ort
-from onnx import TensorProto, helper
+from onnx import helper
 from test_export import ELEMENT
 from test_torch_op import SHARED, assert_outputs_equal, call, expected
 
 from samples import sample
-from schema import ATTRIBUTES, DATA_DEPENDENT, DTYPES, EXPORTED, INPUTS, NAME, NAMESPACE, OPTIONAL, OUTPUTS
-
-assert torch  # the PyTorch op is loaded by test_torch_op
+from schema import ATTRIBUTES, DTYPES, EXPORTED, INPUTS, NAME, NAMESPACE, OPTIONAL, OUTPUTS
 
 
 @pytest.mark.parametrize("dtype, route", sorted(MODELS))
