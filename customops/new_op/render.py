@@ -189,8 +189,8 @@ def torch_kernel(op: Op) -> list:
     for name in op.order:
         params += [p for p in tensor_params + attrs if p.endswith(" " + name)]
     # the values the math takes: strings and lists as std:: types
-    values = {a.name: {"str": f"std::string({a.name})",
-                       "int[]": f"{a.name}.vec()", "float[]": f"{a.name}.vec()"}.get(a.kind, a.name)
+    values = {a.name: {"str": f"std::string({a.name})", "int[]": f"{a.name}.vec()",
+                       "float": f"as_onnx_float({a.name})", "float[]": f"as_onnx_floats({a.name})"}.get(a.kind, a.name)
               for a in op.attributes}
     out = ["template <typename T>",
            wrap(f"{ret} {op.name}_typed(", params + ["const Sizes& sizes"], ") {", 4)]

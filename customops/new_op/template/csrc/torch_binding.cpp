@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "scaled_row_sum.h"
 #include "sizes.h"
@@ -37,6 +38,17 @@ void check_dtype(const char* op, const char* name, const std::optional<at::Tenso
   if (tensor) check_dtype(op, name, *tensor, allowed);
 }
 
+// ONNX stores a FLOAT attribute as a float32, PyTorch passes a schema float as
+// a double: rounded here, both runtimes give the math the same value (with the
+// double 0.1, floor(0.5 / 0.1) is 5; with the float32 one, 4).
+double as_onnx_float(double value) { return static_cast<float>(value); }
+
+std::vector<double> as_onnx_floats(c10::ArrayRef<double> values) {
+  std::vector<double> rounded;
+  for (const double value : values) rounded.push_back(static_cast<float>(value));
+  return rounded;
+}
+
 // The checks of sizes.h and the math's own, as a ValueError in Python.
 template <typename F>
 auto value_errors(F checks) {
@@ -57,8 +69,8 @@ std::tuple<at::Tensor, at::Tensor> scaled_row_sum_typed(const at::Tensor& x,
   const int64_t cols = sizes.at("cols");
   at::Tensor sum = at::empty({rows}, x.options().dtype(math_type<T>()));
   at::Tensor argmax = at::empty({rows}, x.options().dtype(at::kLong));
-  scaled_row_sum<T>(x_.data_ptr<T>(), weight_.defined() ? weight_.data_ptr<T>() : nullptr, scale, rows, cols,
-    sum.data_ptr<T>(), argmax.data_ptr<int64_t>());
+  scaled_row_sum<T>(x_.data_ptr<T>(), weight_.defined() ? weight_.data_ptr<T>() : nullptr,
+    as_onnx_float(scale), rows, cols, sum.data_ptr<T>(), argmax.data_ptr<int64_t>());
   return {sum.to(x.scalar_type()), argmax};
 }
 
@@ -67,7 +79,7 @@ std::tuple<at::Tensor, at::Tensor> scaled_row_sum_cpu(const at::Tensor& x,
   check_dtype("scaled_row_sum", "x", x, {at::kFloat});
   check_dtype("scaled_row_sum", "weight", weight, {x.scalar_type()});
   return value_errors([&] {
-    check_scaled_row_sum_attributes(scale);
+    check_scaled_row_sum_attributes(as_onnx_float(scale));
     const Sizes sizes = scaled_row_sum_sizes(x.sizes().vec(),
         weight ? std::optional(weight->sizes().vec()) : std::nullopt);
     return scaled_row_sum_typed<float>(x, weight, scale, sizes);
