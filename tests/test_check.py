@@ -34,6 +34,8 @@ BUGS = {
     "BUG_LITE_API": ("omitted", "killed the process with SIG"),
     "BUG_WRONG_RANK": ("declared", "the session no shape"),
     "BUG_UNNAMED_DIM": ("declared", "dimension 0 is 'u0' in the model"),
+    "BUG_WRAPPER_SHAPE": ("declared", "no shape: it leaves out the rank 2"),
+    "BUG_OPTIONAL_UNCHECKED": ("omitted", "input 2 (appended, empty name): killed the process"),
     "BUG_MEMBER_SCRATCH": ("threads", "differ from the serial run"),
     "BUG_LARGE_SAMPLE": ("reference", "sample large"),
     "BUG_EMPTY_INPUT": ("empty", "set to 0"),

@@ -11,7 +11,8 @@ a new child for the cases after it.
 
 A job: {"libraries": [paths], "progress": path, "results": path, "cases": [
   {"id", "kind": "run" | "fresh" | "threads", "model": path, "feeds": [npz paths],
-   "out": npz path or null, "threads": int, "calls": int}]}
+   "out": npz path or null, "labels": [text per feed], "schedule": [[feed index per call]
+   per thread], "seconds": float}]}
 "run" uses the session of its model made by an earlier case, if any (so a
 second "run" is the same session twice); "fresh" always makes a new one.
 """
@@ -19,6 +20,7 @@ second "run" is the same session twice); "fresh" always makes a new one.
 import json
 import sys
 import threading
+import time
 
 import numpy as np
 import onnxruntime
@@ -48,27 +50,53 @@ def summary(names, outputs):
             for name, a in zip(names, outputs)]
 
 
-def threads(sess, feeds, count, calls):
-    """Each thread makes ``calls`` runs, going round the samples from a
-    different start (so that different inputs run at once); returns the
-    mismatches with the serial results, as text."""
-    expected = [sess.run(None, f) for f in feeds]
-    start, found = threading.Barrier(count), []
+def threads(sess, feeds, labels, schedule, seconds):
+    """Thread t runs feeds[schedule[t][c]] at its call c, every thread's call c
+    starting together, going round its schedule again until ``seconds`` have
+    passed (a race on a small input shows in few rounds of thousands);
+    returns the mismatches with the serial results, as text.  A feed the
+    serial run refuses is left out."""
+    expected = {}
+    for i, feed in enumerate(feeds):
+        try:
+            expected[i] = sess.run(None, feed)
+        except Exception:  # noqa: BLE001  refused alone too: nothing to compare with
+            pass
+    schedule = [[i for i in calls if i in expected] for calls in schedule]
+    rounds = min(len(calls) for calls in schedule)
+    found, state = [], {"round": 0, "until": None, "stop": rounds == 0}
+
+    def next_round():  # one thread runs it while all wait: they all stop together
+        if state["until"] is None:
+            state["until"] = time.monotonic() + seconds
+        state["round"] += 1
+        done = state["round"] - 1
+        state["stop"] = state["stop"] or (done >= rounds and done % rounds == 0
+                                          and time.monotonic() >= state["until"])
+
+    start = threading.Barrier(len(schedule), action=next_round)
 
     def worker(t):
-        start.wait()
-        for call in range(calls):
-            i = (t + call) % len(feeds)
+        while True:
+            try:
+                start.wait()
+            except threading.BrokenBarrierError:  # another thread stopped
+                return
+            if state["stop"]:
+                return
+            call = state["round"] - 1
+            i = schedule[t][call % rounds]
             try:
                 got = sess.run(None, feeds[i])
             except Exception as error:  # noqa: BLE001  reported to the parent
-                found.append(f"sample {i} raised in thread {t}: {str(error).splitlines()[0]}")
+                found.append(f"{labels[i]} raised in thread {t}: {str(error).splitlines()[0]}")
+                start.abort()
                 return
             for g, e, out in zip(got, expected[i], sess.get_outputs()):
                 if g.shape != e.shape or g.tobytes() != e.tobytes():
-                    found.append(f"sample {i}, output {out.name}, thread {t}, call {call}")
+                    found.append(f"{labels[i]}, output {out.name}, thread {t}, call {call}")
 
-    workers = [threading.Thread(target=worker, args=(t,)) for t in range(count)]
+    workers = [threading.Thread(target=worker, args=(t,)) for t in range(len(schedule))]
     for w in workers:
         w.start()
     for w in workers:
@@ -88,7 +116,8 @@ def run_case(job, case):
     try:
         if case["kind"] == "threads":
             return {**record, "status": "ran",
-                    "mismatches": threads(sess, feeds, case["threads"], case["calls"])}
+                    "mismatches": threads(sess, feeds, case["labels"], case["schedule"],
+                                          case["seconds"])}
         outputs = sess.run(None, feeds[0])
     except Exception as error:  # noqa: BLE001
         return {**record, "status": "refused-run", "message": str(error)}

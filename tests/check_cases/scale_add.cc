@@ -7,6 +7,11 @@
 //   BUG_WRONG_RANK      the shape function declares z with rank 1     -> declared
 //   BUG_UNNAMED_DIM     the shape function writes -1 without its name (as
 //                       GetShape alone gives it): the model's u0 is lost -> declared
+//   BUG_WRAPPER_SHAPE   the shape function through the C++ wrapper
+//                       Ort::ShapeInferContext::SetOutputShape, which cannot
+//                       write a named dimension: no shape at all  -> declared
+//   BUG_OPTIONAL_UNCHECKED  an optional input 2 the model never gives, read
+//                       without a null check when a node names it empty -> omitted
 //   BUG_MEMBER_SCRATCH  the kernel keeps its scratch in a member      -> threads
 //   BUG_LARGE_SAMPLE    a fixed 64-row buffer: wrong from row 64 on   -> reference
 //   BUG_EMPTY_INPUT     divides by the number of rows                 -> empty
@@ -52,6 +57,15 @@ struct ScaleAddKernel {
     const float* a = x.GetTensorData<float>();
     const float* b = y.GetTensorData<float>();
     float* z = context.GetOutput(0, shape).GetTensorMutableData<float>();
+#ifdef BUG_OPTIONAL_UNCHECKED
+    // an optional bias (input 2) that the model never gives: a node naming it
+    // empty hands the kernel a null value, read here without a check
+    if (context.GetInputCount() > 2) {
+      const Ort::ConstValue bias = context.GetInput(2);
+      if (bias.GetTensorTypeAndShapeInfo().GetElementCount() != 1)
+        throw std::invalid_argument("scale_add: bias must hold one value");
+    }
+#endif
 #ifdef BUG_MEMBER_SCRATCH
     const int64_t count = shape[0] * shape[1];
     scratch.assign(a, a + count);
@@ -85,7 +99,14 @@ struct ScaleAddOp : Ort::CustomOpBase<ScaleAddOp, ScaleAddKernel, /*WithStatus=*
     return nullptr;
   }
   const char* GetName() const { return "scale_add"; }
+#ifdef BUG_OPTIONAL_UNCHECKED
+  size_t GetInputTypeCount() const { return 3; }
+  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
+    return i == 2 ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
+  }
+#else
   size_t GetInputTypeCount() const { return 2; }
+#endif
   ONNXTensorElementDataType GetInputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
   size_t GetOutputTypeCount() const { return 1; }
   ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
@@ -95,6 +116,12 @@ struct ScaleAddOp : Ort::CustomOpBase<ScaleAddOp, ScaleAddKernel, /*WithStatus=*
   // dimension -2, which onnxruntime 1.32.0 refuses, and ORT drops the status.)
   static OrtStatusPtr infer_shape(const OrtCustomOp*, OrtShapeInferContext* context) noexcept {
     try {
+#ifdef BUG_WRAPPER_SHAPE
+      // The C++ wrapper: with a symbolic input dimension it writes -2, which
+      // the runtime refuses, and the runtime drops the refusal: no shape.
+      Ort::ShapeInferContext wrapper(&api(), context);
+      return wrapper.SetOutputShape(0, wrapper.GetInputShape(0)).release();
+#endif
       OrtTensorTypeAndShapeInfo* x_info = nullptr;  // the context's: not ours to free
       Ort::ThrowOnError(api().ShapeInferContext_GetInputTypeShape(context, 0, &x_info));
       const Ort::ConstTensorTypeAndShapeInfo x(x_info);
