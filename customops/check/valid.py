@@ -207,9 +207,9 @@ def check_threads(target, results, threads: int, calls: int):
             return record("threads", False, f"{threads} threads on one session: "
                           f"{len(done['mismatches'])} calls differ from the serial run, on "
                           f"{'; '.join(inputs)} (first: {done['mismatches'][0]})")
-    return record("threads", True, f"{threads} threads sharing one session, {calls} runs each, "
-                  "each thread on its own copy of the samples (values shuffled), give the "
-                  "serial run's bits")
+    return record("threads", True, f"{threads} threads sharing one session, each on its own "
+                  f"copy of the samples (values shuffled), {calls} runs each at least and rounds "
+                  f"for {THREADS_SECONDS:g} s, give the serial run's bits")
 
 
 def check_determinism(target, results):

@@ -12,6 +12,18 @@
 //                       write a named dimension: no shape at all  -> declared
 //   BUG_OPTIONAL_UNCHECKED  an optional input 2 the model never gives, read
 //                       without a null check when a node names it empty -> omitted
+//   BUG_ABORT_ON_RANK   aborts the process on an input of another rank
+//                       instead of returning an error status            -> types
+//   BUG_INF_LOOP        wraps x into [0, 1) by steps of 1: never ends on inf -> nonfinite
+//   BUG_ACCUMULATE      adds into a member never zeroed: the second call of
+//                       a session is wrong                                -> determinism
+//   BUG_INSTANCE_ORDER  each kernel instance picks its summation order from
+//                       a counter: a fresh session rounds differently     -> determinism
+//   BUG_WRONG_SIZE      the shape function declares z's dimension 1 as 8  -> declared
+//   BUG_API_VERSION     asks every runtime for the headers' API version (GetApi
+//                       returns NULL in older ones): they crash             -> runtimes
+//   BUG_EXPORTS         (a build without the version script, not a macro):
+//                       the C++ standard library's symbols are exported    -> library
 //   BUG_MEMBER_SCRATCH  the kernel keeps its scratch in a member      -> threads
 //   BUG_LARGE_SAMPLE    a fixed 64-row buffer: wrong from row 64 on   -> reference
 //   BUG_EMPTY_INPUT     divides by the number of rows                 -> empty
@@ -23,6 +35,7 @@
 #undef ORT_API_MANUAL_INIT
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -33,7 +46,17 @@ namespace {
 
 const OrtApi& api() { return Ort::GetApi(); }
 
+#ifdef BUG_INSTANCE_ORDER
+std::atomic<int> kernels_made{0};
+#endif
+
 struct ScaleAddKernel {
+#ifdef BUG_INSTANCE_ORDER
+  const bool left_first = kernels_made++ % 2 == 0;  // differs from one session to the next
+#endif
+#ifdef BUG_ACCUMULATE
+  std::vector<float> sum;  // grown once, never zeroed between calls
+#endif
 #ifdef BUG_MEMBER_SCRATCH
   std::vector<float> scratch;  // shared by every call of this node: a race under threads
 #endif
@@ -52,6 +75,9 @@ struct ScaleAddKernel {
   void compute(Ort::KernelContext context) {
     const Ort::ConstValue x = context.GetInput(0), y = context.GetInput(1);
     const std::vector<int64_t> shape = x.GetTensorTypeAndShapeInfo().GetShape();
+#ifdef BUG_ABORT_ON_RANK
+    if (shape.size() != 2) std::abort();  // an assert where a status belongs
+#endif
     if (shape.size() != 2 || y.GetTensorTypeAndShapeInfo().GetShape() != shape)
       throw std::invalid_argument("scale_add: x and y must be 2-D of one shape");
     const float* a = x.GetTensorData<float>();
@@ -77,6 +103,22 @@ struct ScaleAddKernel {
     const int64_t kept = std::min<int64_t>(count, 64 * 16);
     for (int64_t i = 0; i < kept; ++i) doubled[i] = 2.0f * a[i];
     for (int64_t i = 0; i < count; ++i) z[i] = doubled[i % (64 * 16)] + b[i];
+#elif defined(BUG_INF_LOOP)
+    const int64_t count = shape[0] * shape[1];
+    for (int64_t i = 0; i < count; ++i) {
+      float wrapped = a[i];  // its fractional part, the slow way: inf - 1 is inf
+      while (wrapped >= 1.0f) wrapped -= 1.0f;
+      while (wrapped < 0.0f) wrapped += 1.0f;
+      z[i] = 2.0f * a[i] + b[i] + 0.0f * wrapped;
+    }
+#elif defined(BUG_ACCUMULATE)
+    const int64_t count = shape[0] * shape[1];
+    if (sum.size() < static_cast<size_t>(count)) sum.resize(count);  // zeroes only new room
+    for (int64_t i = 0; i < count; ++i) sum[i] += 2.0f * a[i] + b[i];
+    std::copy(sum.begin(), sum.begin() + count, z);
+#elif defined(BUG_INSTANCE_ORDER)
+    const int64_t count = shape[0] * shape[1];
+    for (int64_t i = 0; i < count; ++i) z[i] = left_first ? (a[i] + a[i]) + b[i] : a[i] + (a[i] + b[i]);
 #else
 #ifdef BUG_EMPTY_INPUT
     // no rows: an integer division by zero (SIGFPE)
@@ -131,6 +173,8 @@ struct ScaleAddOp : Ort::CustomOpBase<ScaleAddOp, ScaleAddKernel, /*WithStatus=*
 #ifdef BUG_WRONG_RANK
       dims.pop_back();  // (n, d) -> (n)
       names.pop_back();
+#elif defined(BUG_WRONG_SIZE)
+      if (dims.size() == 2) dims[1] = 8;
 #elif defined(BUG_UNNAMED_DIM)
       names.assign(names.size(), "");
 #endif
@@ -162,7 +206,11 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   // Built against newer headers than some runtimes it loads into: ask for
   // min(runtime, headers), and claim that version for the op.
   const int runtime = std::atoi(std::strchr(api_base->GetVersionString(), '.') + 1);
+#ifdef BUG_API_VERSION
+  const int version = ORT_API_VERSION + 0 * runtime;
+#else
   const int version = std::min(runtime, ORT_API_VERSION);
+#endif
   Ort::InitApi(api_base->GetApi(version));
   // The op and its domain outlive every session: statics, made once.
 #ifdef BUG_LITE_API
