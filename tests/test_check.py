@@ -36,7 +36,7 @@ BUGS = {
     "BUG_WRONG_RANK": ("declared", "the session no shape"),
     "BUG_UNNAMED_DIM": ("declared", "dimension 0 is 'u0' in the model"),
     "BUG_WRAPPER_SHAPE": ("declared", "no shape: it leaves out the rank 2"),
-    "BUG_LITE_API": ("omitted", "input 1 (y) omitted: killed the process with SIG"),
+    "BUG_LITE_API": ("omitted", "input 0 (x) omitted: killed the process with SIG"),
     "BUG_OPTIONAL_UNCHECKED": ("omitted", "input 2 (appended, empty name): killed the process"),
     "BUG_ABORT_ON_RANK": ("types", "one more dimension: killed the process with SIGABRT"),
     "BUG_EMPTY_INPUT": ("empty", "set to 0"),

@@ -76,7 +76,7 @@ def _case(target, cid, model, arrays, **extra):
     names = {i.name for i in model.graph.input}
     feeds = target.write_feeds({k: v for k, v in arrays.items() if k in names})
     return {"id": cid, "kind": "fresh", "model": target.write_model(model), "feeds": [feeds],
-            "out": None, **extra}
+            "out": None, "twice": True, **extra}
 
 
 def omitted_cases(target):

@@ -28,7 +28,9 @@
 //   BUG_LARGE_SAMPLE    a fixed 64-row buffer: wrong from row 64 on   -> reference
 //   BUG_EMPTY_INPUT     divides by the number of rows                 -> empty
 //   BUG_LITE_API        the lite API's function kernel, which marks every
-//                       input optional: an omitted y reaches it as null -> omitted
+//                       input optional: an omitted input crashes in the
+//                       header's Tensor<float> constructor (CreateTuple),
+//                       before the function's first line             -> omitted
 #define ORT_API_MANUAL_INIT  // the runtime hands us its API in RegisterCustomOps
 #include <onnxruntime_cxx_api.h>
 #include <onnxruntime_lite_custom_op.h>
@@ -192,7 +194,7 @@ struct ScaleAddOp : Ort::CustomOpBase<ScaleAddOp, ScaleAddKernel, /*WithStatus=*
 Ort::Status scale_add_lite(const Ort::Custom::Tensor<float>& x, const Ort::Custom::Tensor<float>& y,
                            Ort::Custom::Tensor<float>& z) {
   const float* a = x.Data();
-  const float* b = y.Data();  // y omitted: a null value, read here
+  const float* b = y.Data();  // never reached with y omitted: the header crashed making y
   float* out = z.Allocate(x.Shape());
   for (int64_t i = 0; i < x.NumberOfElement(); ++i) out[i] = 2.0f * a[i] + b[i];
   return Ort::Status{nullptr};
