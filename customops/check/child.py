@@ -47,6 +47,20 @@ def described(values):
     return [[v.name, v.type, v.shape if isinstance(v.shape, list) else None] for v in values]
 
 
+def loadable(array):
+    """A string tensor comes back as an object array of str: as numpy
+    strings, so that np.load reads it without pickle."""
+    array = np.asarray(array)
+    return array.astype(str) if array.dtype == object else array
+
+
+def same(got, expected) -> bool:
+    """Bit for bit; strings (object arrays, whose bytes are pointers) by value."""
+    got, expected = loadable(got), loadable(expected)
+    return got.shape == expected.shape and got.dtype == expected.dtype and \
+        got.tobytes() == expected.tobytes()
+
+
 def summary(names, outputs):
     """Name, dtype, shape and whether it holds a non-finite value, per output."""
     return [[name, str(np.asarray(a).dtype), list(np.shape(a)),
@@ -97,7 +111,7 @@ def threads(sess, feeds, labels, schedule, seconds):
                 start.abort()
                 return
             for g, e, out in zip(got, expected[i], sess.get_outputs()):
-                if g.shape != e.shape or g.tobytes() != e.tobytes():
+                if not same(g, e):
                     found.append(f"{labels[i]}, output {out.name}, thread {t}, call {call}")
 
     workers = [threading.Thread(target=worker, args=(t,)) for t in range(len(schedule))]
@@ -132,7 +146,7 @@ def run_case(job, case, mark):
                 pass
         return {**record, "status": "refused-run", "message": str(error)}
     if case.get("out"):
-        np.savez(case["out"], **dict(zip(names, outputs)))
+        np.savez(case["out"], **{n: loadable(o) for n, o in zip(names, outputs)})
     return {**record, "status": "ran", "outputs": summary(names, outputs)}
 
 

@@ -101,7 +101,12 @@ def compare(got, expected, names, rtol, atol) -> str | None:
     if len(got) != len(expected):
         return f"the reference returned {len(expected)} outputs, the model has {len(got)}"
     for name, g, e in zip(names, got, map(np.asarray, expected)):
-        if g.dtype != e.dtype or g.shape != e.shape:
+        if g.dtype.kind in "UO" and e.dtype.kind in "UO":  # strings, compared as strings
+            g, e = g.astype(str), e.astype(str)
+            if g.shape != e.shape:
+                return f"output {name}: got string{list(g.shape)}, the reference string" \
+                       f"{list(e.shape)}"
+        elif g.dtype != e.dtype or g.shape != e.shape:
             return (f"output {name}: got {g.dtype}{list(g.shape)}, the reference "
                     f"{e.dtype}{list(e.shape)}")
         if g.dtype.kind in "fc":
