@@ -14,10 +14,11 @@ A job: {"libraries": [paths], "progress": path, "results": path, "cases": [
    "out": npz path or null, "labels": [text per feed], "schedule": [[feed index per call]
    per thread], "seconds": float}]}
 "run" uses the session of its model made by an earlier case, if any (so a
-second "run" is the same session twice); "fresh" always makes a new one.  A case marked "twice" that the library
-refuses runs once more in the same session (the progress file then names it
-with a tab and "again"): an error path that leaves bad state (onnxruntime-
-extensions' Inverse: dlib aborts the process at its second fatal error) shows.
+second "run" is the same session twice); "fresh" always makes a new one.  A
+case marked "twice" that the library refuses runs once more in the same
+session (the progress file then names it with a tab and "again"): an error
+path that leaves bad state shows (onnxruntime-extensions' Inverse: dlib
+aborts the process at its second fatal error).
 """
 
 import json
