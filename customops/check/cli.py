@@ -44,10 +44,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true",
                         help='print {"ok": bool, "checks": [{"name", "ok", "detail"}]}')
     args = parser.parse_args(argv)
-    if args.threads < 1:
-        parser.error(f"--threads must be at least 1, got {args.threads}")
-    if not args.timeout > 0:
-        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    wrong = (f"--threads must be at least 1, got {args.threads}" if args.threads < 1 else
+             f"--timeout must be a positive number of seconds, got {args.timeout}"
+             if not args.timeout > 0 else None)
+    if wrong:
+        print(f"customops.check: {wrong}", file=sys.stderr)
+        return 2
     for python in args.runtime or []:
         if not (os.path.isfile(python) and os.access(python, os.X_OK)):
             print(f"customops.check: --runtime {printable(python)}: not an executable python "

@@ -211,6 +211,9 @@ def _appended(cases, results) -> str:
         if taken == len(accepted):
             found.append(f"the node{where} takes all {taken} empty inputs appended: inputs "
                          f"after those were not tested")
+        elif taken == 0:
+            found.append(f"the node{where} takes no input after the model's (an empty one "
+                         "appended is refused)")
         else:
             found.append(f"the node{where} takes {taken} more input{'s' * (taken != 1)} than the "
                          "model gives (each tested empty), refuses the next")
