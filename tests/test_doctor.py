@@ -593,3 +593,28 @@ def test_deform_conv_on_onnxruntime_without_the_kernel(tmp_path):
 
     status, report = run(ours, "--library", library_path())  # the alternative works on 1.24.4
     assert status == 0, report
+
+
+@pytest.mark.parametrize("where", ["model", "function"])
+@pytest.mark.parametrize("version", [2**62, 2**31, -1, 0])
+def test_opset_out_of_range_is_a_finding(where, version):
+    """An opset version onnx's schema lookups cannot take (a C int) is an
+    error finding, checked before any lookup: never an internal error."""
+    model = selu_function(18, 18)
+    opset = (model.opset_import if where == "model" else model.functions[0].opset_import)[0]
+    opset.version = version
+    diagnosis = doctor.diagnose(model, [library_path()])
+    assert diagnosis.exit_status == 1, diagnosis
+    if where == "model":
+        assert any(f.kind == "opset" and "which is no opset version" in f.summary
+                   for f in diagnosis.errors), diagnosis
+
+
+@pytest.mark.parametrize("version", [0, -1])
+def test_ir_version_below_1_is_a_finding(version):
+    model = selu_function(18, 18)
+    model.ir_version = version
+    diagnosis = doctor.diagnose(model, [library_path()])
+    assert diagnosis.exit_status == 1
+    assert any(f.kind == "ir-version" and "IR versions start at 1" in f.summary
+               for f in diagnosis.errors), diagnosis
