@@ -64,8 +64,10 @@ def namespaces(mangled: list) -> dict:
         name = re.sub(r"^(typeinfo name for|typeinfo for|vtable for|VTT for|guard variable for|"
                       r"construction vtable for .*-in-|non-virtual thunk to|virtual thunk to) ",
                       "", name)
-        top = re.split(r"::|<|\(", re.sub(r"^[\w:<>, *&]*? (?=\w+::)", "", name), 1)[0]
-        counts[top or name] = counts.get(top or name, 0) + 1
+        name = re.sub(r"^[\w:<>, *&]*? (?=\w+::)", "", name)  # a return type before it
+        head = re.split(r"<|\(", name, 1)[0]
+        top = head.split("::")[0] + "::" if "::" in head else "the global namespace"
+        counts[top] = counts.get(top, 0) + 1
     return counts
 
 
@@ -127,7 +129,7 @@ def check(target, pythons, timeout):
         if kinds["cxx"] or kinds["vendored"]:
             spaces = sorted(namespaces(kinds["cxx"]).items(), key=lambda kv: -kv[1])
             parts = [f"{len(kinds['cxx'])} C++ ("
-                     + ", ".join(f"{n}:: {c}" for n, c in spaces[:4]) + ")"] if spaces else []
+                     + ", ".join(f"{n} {c}" for n, c in spaces[:4]) + ")"] if spaces else []
             parts += [f"{len(kinds['vendored'])} C names of compiled-in libraries (e.g. "
                       f"{', '.join(kinds['vendored'][:3])})"] if kinds["vendored"] else []
             api = (f"; its public C API of {len(kinds['c_api'])} (e.g. "
