@@ -240,10 +240,11 @@ NOT_UTF8_FIELDS = {
 }
 
 
-def _edited(edit: Callable) -> Callable:
-    """An edge case: the knn seed model after ``edit`` (which changes it in place)."""
+def _edited(edit: Callable, make: Callable | None = None) -> Callable:
+    """An edge case: the knn seed model (or ``make()``'s (model, inputs))
+    after ``edit`` (which changes it in place)."""
     def build():
-        model, inputs = knn_seed_model()
+        model, inputs = (make or knn_seed_model)()
         edit(model)
         return serialized(model), inputs, None
     return build
@@ -345,6 +346,16 @@ EDGES = {
     "opset-int64-max": _edited(_opset(0, INT64_MAX)),
     "opset-int64-min": _edited(_opset(0, INT64_MIN)),
     "custom-opset-int64-max": _edited(_opset(-1, INT64_MAX)),
+    # onnx's schema lookups take a C int: versions beyond it, in a model whose
+    # function body makes the doctor look its ops up (issue: 2^62 was an internal error)
+    **{f"function-opset-{name}": _edited(_opset(0, version), lambda: (function_model(), {"x": F32}))
+       for name, version in (("2^62", 2**62), ("2^31", 2**31), ("negative", -1),
+                             ("million", 10**6))},
+    "opset-2^62": _edited(_opset(0, 2**62)),
+    "opset-million": _edited(_opset(0, 10**6)),
+    "ir-2^62": _edited(lambda m: setattr(m, "ir_version", 2**62)),
+    "ir-million": _edited(lambda m: setattr(m, "ir_version", 10**6)),
+    "ir-2^31": _edited(lambda m: setattr(m, "ir_version", 2**31)),
     "custom-opset-0": _edited(_opset(-1, 0)),
     "no-opsets": _edited(lambda m: m.ClearField("opset_import")),
     "ir-0": _edited(lambda m: setattr(m, "ir_version", 0)),
@@ -379,7 +390,8 @@ def truncate(rng, data: bytes) -> tuple[bytes, str]:
 
 STRINGS = ["", "custom", "ai.onnx", "ai.onnx.ml", "com.microsoft", "Relu", "my_add",
            "knnquery", "deform_conv2d", "x" * 300, "a b\nc", NOT_UTF8]
-NUMBERS = [0, 1, -1, 2, 7, 9, 13, 17, 19, 30, 2**31 - 1, 2**31, INT64_MAX, INT64_MIN]
+NUMBERS = [0, 1, -1, 2, 7, 9, 13, 17, 19, 30, 10**6, 2**31 - 1, 2**31, 2**62, INT64_MAX,
+           INT64_MIN]
 
 
 def _pick(rng, values):

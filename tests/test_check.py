@@ -28,29 +28,44 @@ from optable import OPS, basic_samples  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "check_cases" / "scale_add.cc"
-# bug -> (the check that must fail, words its finding must hold)
+# bug -> (the check that must fail, words its finding must hold): each of the
+# ten checks fails on at least one library
 BUGS = {
     "": None,
-    "BUG_LITE_API": ("omitted", "killed the process with SIG"),
+    "BUG_LARGE_SAMPLE": ("reference", "sample large"),
     "BUG_WRONG_RANK": ("declared", "the session no shape"),
     "BUG_UNNAMED_DIM": ("declared", "dimension 0 is 'u0' in the model"),
-    "BUG_MEMBER_SCRATCH": ("threads", "differ from the serial run"),
-    "BUG_LARGE_SAMPLE": ("reference", "sample large"),
+    "BUG_WRAPPER_SHAPE": ("declared", "no shape: it leaves out the rank 2"),
+    "BUG_LITE_API": ("omitted", "input 0 (x) omitted: killed the process with SIG"),
+    "BUG_OPTIONAL_UNCHECKED": ("omitted", "input 2 (appended, empty name): killed the process"),
+    "BUG_ABORT_ON_RANK": ("types", "one more dimension: killed the process with SIGABRT"),
     "BUG_EMPTY_INPUT": ("empty", "set to 0"),
+    "BUG_INF_LOOP": ("nonfinite", "inf in x (sample small.npz): did not finish within"),
+    "BUG_MEMBER_SCRATCH": ("threads", "differ from the serial run"),
+    "BUG_ACCUMULATE": ("determinism", "a second run in the same session gives other bits"),
+    "BUG_INSTANCE_ORDER": ("determinism", "a fresh session gives other bits"),
+    "BUG_API_VERSION": ("runtimes", "killed the process"),
+    "BUG_EXPORTS": ("library", "symbols besides its entry point"),
 }
+HANG = 20  # seconds: --timeout, so that BUG_INF_LOOP's hang costs no more
+
+
+def build(source, out, bug=""):
+    """g++ as a user would, with the version script (BUG_EXPORTS: without it)."""
+    script = [] if bug == "BUG_EXPORTS" else \
+        [f"-Wl,--version-script={ROOT / 'csrc/ort/exports.lds'}"]
+    subprocess.run(["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
+                    *script, f"-I{headers.include_dir()}",
+                    *([f"-D{bug}"] if bug and bug != "BUG_EXPORTS" else []), str(source),
+                    "-o", str(out)], check=True, timeout=900)
+    return out
 
 
 @pytest.fixture(scope="module")
 def libraries(tmp_path_factory):
     folder = tmp_path_factory.mktemp("check_cases")
-    built = {}
-    for bug in BUGS:
-        built[bug] = folder / f"libscale_add{bug and '_' + bug.lower()}.so"
-        subprocess.run(["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra",
-                        "-Werror", f"-Wl,--version-script={ROOT / 'csrc/ort/exports.lds'}",
-                        f"-I{headers.include_dir()}", *([f"-D{bug}"] if bug else []),
-                        str(SOURCE), "-o", str(built[bug])], check=True, timeout=900)
-    return built
+    return {bug: build(SOURCE, folder / f"libscale_add{bug and '_' + bug.lower()}.so", bug)
+            for bug in [*BUGS, "BUG_WRONG_SIZE"]}
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +74,7 @@ def scale_add(tmp_path_factory):
     them larger than the 64-row buffer of BUG_LARGE_SAMPLE and different, so
     that two threads run different large inputs at once."""
     folder = tmp_path_factory.mktemp("scale_add")
-    node = helper.make_node("scale_add", ["x", "y"], ["z"], domain="check")
-    graph = helper.make_graph(
-        [node], "scale_add",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["u0", 16]) for n in "xy"],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["u0", 16])])
-    model = helper.make_model(graph, ir_version=10, opset_imports=[
-        helper.make_opsetid("", 19), helper.make_opsetid("check", 1)])
-    onnx.save(model, folder / "scale_add.onnx")
+    onnx.save(scale_add_model(["u0", 16]), folder / "scale_add.onnx")
     rng = np.random.default_rng(30)  # module-scoped: one stream for every test here
     for name, rows in (("small", 5), ("large", 100_000), ("large2", 100_000)):
         np.savez(folder / f"{name}.npz", x=rng.standard_normal((rows, 16), dtype=np.float32),
@@ -75,25 +83,68 @@ def scale_add(tmp_path_factory):
     return folder
 
 
+def scale_add_model(z_dims):
+    node = helper.make_node("scale_add", ["x", "y"], ["z"], domain="check")
+    graph = helper.make_graph(
+        [node], "scale_add",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["u0", 16]) for n in "xy"],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, z_dims)])
+    return helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 19), helper.make_opsetid("check", 1)])
+
+
 @pytest.mark.parametrize("bug", BUGS)
 def test_each_bug_fails_its_check(bug, libraries, scale_add):
+    """The correct build passes all ten checks; each bug fails its check (run
+    with determinism and library, which only their own bugs fail)."""
+    checks = [] if not BUGS[bug] else \
+        [a for name in {BUGS[bug][0], "determinism", "library"} for a in ("--check", name)]
+    if bug == "BUG_API_VERSION":  # a release older than the headers, even on a fresh clone
+        from ort_venv import ort_python
+
+        checks += ["--runtime", str(ort_python("1.24.4"))]
     done = subprocess.run(
         [sys.executable, "-m", "customops.check", str(scale_add / "scale_add.onnx"),
          "--library", str(libraries[bug]), "--inputs", str(scale_add / "small.npz"),
          "--inputs", str(scale_add / "large.npz"), "--inputs", str(scale_add / "large2.npz"),
-         "--reference", f"{scale_add / 'reference.py'}:scale_add", "--json"],
+         "--reference", f"{scale_add / 'reference.py'}:scale_add", "--json",
+         "--timeout", str(HANG), *checks],
         capture_output=True, text=True, timeout=900)
     report = json.loads(done.stdout)
     verdicts = {c["name"]: c for c in report["checks"]}
-    assert list(verdicts) == check.CHECKS
     if not BUGS[bug]:
+        assert list(verdicts) == check.CHECKS
         assert done.returncode == 0 and report["ok"], done.stdout
         return
     name, words = BUGS[bug]
     assert done.returncode == 1 and not report["ok"]
     assert verdicts[name]["ok"] is False and words in verdicts[name]["detail"], verdicts[name]
     # the op is otherwise correct: the checks the bug does not touch pass
-    assert verdicts["determinism"]["ok"] and verdicts["library"]["ok"], done.stdout
+    for other in {"determinism", "library"} - {name}:
+        assert verdicts[other]["ok"] or bug == "BUG_API_VERSION", verdicts[other]
+
+
+def test_declared_compares_sizes_with_the_arrays(libraries, scale_add):
+    """A shape function declaring a wrong static size, on a model that
+    declares no output shape: only the arrays returned show it."""
+    samples = [dict(np.load(scale_add / "small.npz"))]
+    found = check.run(scale_add_model(None), [libraries["BUG_WRONG_SIZE"]], samples,
+                      checks=["declared"])
+    assert found[0]["ok"] is False and "the session declares ['u0', 8], the run returns [5, 16]" \
+        in found[0]["detail"], found
+    found = check.run(scale_add_model(None), [libraries[""]], samples, checks=["declared"])
+    assert found[0]["ok"] is True, found
+
+
+def test_nan_outputs_are_no_false_alarm(libraries, scale_add):
+    """A correct op whose outputs hold NaN (where x does): the reference
+    compares NaN as equal, threads and determinism compare bits."""
+    arrays = dict(np.load(scale_add / "small.npz"))
+    arrays["x"][::2, 3] = np.nan
+    found = check.run(scale_add / "scale_add.onnx", [libraries[""]], [arrays],
+                      reference=lambda x, y: 2 * x + y,
+                      checks=["reference", "declared", "threads", "determinism"])
+    assert all(r["ok"] is True for r in found), found
 
 
 def test_cannot_run_is_one_line_and_exit_2(tmp_path, scale_add):

@@ -11,19 +11,26 @@ a new child for the cases after it.
 
 A job: {"libraries": [paths], "progress": path, "results": path, "cases": [
   {"id", "kind": "run" | "fresh" | "threads", "model": path, "feeds": [npz paths],
-   "out": npz path or null, "threads": int, "calls": int}]}
+   "out": npz path or null, "labels": [text per feed], "schedule": [[feed index per call]
+   per thread], "seconds": float}]}
 "run" uses the session of its model made by an earlier case, if any (so a
-second "run" is the same session twice); "fresh" always makes a new one.
+second "run" is the same session twice); "fresh" always makes a new one.  A
+case marked "twice" that the library refuses runs once more in the same
+session (the progress file then names it with a tab and "again"): an error
+path that leaves bad state shows (onnxruntime-extensions' Inverse: dlib
+aborts the process at its second fatal error).
 """
 
 import json
 import sys
 import threading
+import time
 
 import numpy as np
 import onnxruntime
 
 SESSIONS = {}
+AGAIN = "\tagain"  # in the progress file: a refused case running a second time
 
 
 def session(job, model, fresh=False):
@@ -41,6 +48,20 @@ def described(values):
     return [[v.name, v.type, v.shape if isinstance(v.shape, list) else None] for v in values]
 
 
+def loadable(array):
+    """A string tensor comes back as an object array of str: as numpy
+    strings, so that np.load reads it without pickle."""
+    array = np.asarray(array)
+    return array.astype(str) if array.dtype == object else array
+
+
+def same(got, expected) -> bool:
+    """Bit for bit; strings (object arrays, whose bytes are pointers) by value."""
+    got, expected = loadable(got), loadable(expected)
+    return got.shape == expected.shape and got.dtype == expected.dtype and \
+        got.tobytes() == expected.tobytes()
+
+
 def summary(names, outputs):
     """Name, dtype, shape and whether it holds a non-finite value, per output."""
     return [[name, str(np.asarray(a).dtype), list(np.shape(a)),
@@ -48,27 +69,53 @@ def summary(names, outputs):
             for name, a in zip(names, outputs)]
 
 
-def threads(sess, feeds, count, calls):
-    """Each thread makes ``calls`` runs, going round the samples from a
-    different start (so that different inputs run at once); returns the
-    mismatches with the serial results, as text."""
-    expected = [sess.run(None, f) for f in feeds]
-    start, found = threading.Barrier(count), []
+def threads(sess, feeds, labels, schedule, seconds):
+    """Thread t runs feeds[schedule[t][c]] at its call c, every thread's call c
+    starting together, going round its schedule again until ``seconds`` have
+    passed (a race on a small input shows in few rounds of thousands);
+    returns the mismatches with the serial results, as text.  A feed the
+    serial run refuses is left out."""
+    expected = {}
+    for i, feed in enumerate(feeds):
+        try:
+            expected[i] = sess.run(None, feed)
+        except Exception:  # noqa: BLE001  refused alone too: nothing to compare with
+            pass
+    schedule = [[i for i in calls if i in expected] for calls in schedule]
+    rounds = min(len(calls) for calls in schedule)
+    found, state = [], {"round": 0, "until": None, "stop": rounds == 0}
+
+    def next_round():  # one thread runs it while all wait: they all stop together
+        if state["until"] is None:
+            state["until"] = time.monotonic() + seconds
+        state["round"] += 1
+        done = state["round"] - 1
+        state["stop"] = state["stop"] or (done >= rounds and done % rounds == 0
+                                          and time.monotonic() >= state["until"])
+
+    start = threading.Barrier(len(schedule), action=next_round)
 
     def worker(t):
-        start.wait()
-        for call in range(calls):
-            i = (t + call) % len(feeds)
+        while True:
+            try:
+                start.wait()
+            except threading.BrokenBarrierError:  # another thread stopped
+                return
+            if state["stop"]:
+                return
+            call = state["round"] - 1
+            i = schedule[t][call % rounds]
             try:
                 got = sess.run(None, feeds[i])
             except Exception as error:  # noqa: BLE001  reported to the parent
-                found.append(f"sample {i} raised in thread {t}: {str(error).splitlines()[0]}")
+                found.append(f"{labels[i]} raised in thread {t}: {str(error).splitlines()[0]}")
+                start.abort()
                 return
             for g, e, out in zip(got, expected[i], sess.get_outputs()):
-                if g.shape != e.shape or g.tobytes() != e.tobytes():
-                    found.append(f"sample {i}, output {out.name}, thread {t}, call {call}")
+                if not same(g, e):
+                    found.append(f"{labels[i]}, output {out.name}, thread {t}, call {call}")
 
-    workers = [threading.Thread(target=worker, args=(t,)) for t in range(count)]
+    workers = [threading.Thread(target=worker, args=(t,)) for t in range(len(schedule))]
     for w in workers:
         w.start()
     for w in workers:
@@ -76,7 +123,7 @@ def threads(sess, feeds, count, calls):
     return found
 
 
-def run_case(job, case):
+def run_case(job, case, mark):
     record = {"id": case["id"], "runtime": onnxruntime.__version__}
     try:
         sess = session(job, case["model"], fresh=case["kind"] == "fresh")
@@ -88,12 +135,19 @@ def run_case(job, case):
     try:
         if case["kind"] == "threads":
             return {**record, "status": "ran",
-                    "mismatches": threads(sess, feeds, case["threads"], case["calls"])}
+                    "mismatches": threads(sess, feeds, case["labels"], case["schedule"],
+                                          case["seconds"])}
         outputs = sess.run(None, feeds[0])
     except Exception as error:  # noqa: BLE001
+        if case.get("twice"):  # an error path that leaves bad state shows on the next call
+            mark(case["id"] + AGAIN)
+            try:
+                sess.run(None, feeds[0])
+            except Exception:  # noqa: BLE001  refused again: the answer expected
+                pass
         return {**record, "status": "refused-run", "message": str(error)}
     if case.get("out"):
-        np.savez(case["out"], **dict(zip(names, outputs)))
+        np.savez(case["out"], **{n: loadable(o) for n, o in zip(names, outputs)})
     return {**record, "status": "ran", "outputs": summary(names, outputs)}
 
 
@@ -101,10 +155,13 @@ def main():
     with open(sys.argv[1]) as f:
         job = json.load(f)
     with open(job["results"], "a") as results:
-        for case in job["cases"]:
+        def mark(text):
             with open(job["progress"], "w") as progress:
-                progress.write(case["id"])
-            results.write(json.dumps(run_case(job, case)) + "\n")
+                progress.write(text)
+
+        for case in job["cases"]:
+            mark(case["id"])
+            results.write(json.dumps(run_case(job, case, mark)) + "\n")
             results.flush()
 
 

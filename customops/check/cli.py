@@ -32,6 +32,8 @@ def main(argv=None) -> int:
     parser.add_argument("--atol", type=float, default=1e-6)
     parser.add_argument("--threads", type=int, default=4, metavar="N",
                         help="threads sharing one session, each making 8 runs (default 4)")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="seconds a case may run before it counts as a hang (default 60)")
     parser.add_argument("--check", action="append", choices=CHECKS, metavar="NAME",
                         help="run only this check (repeatable; default: all ten: "
                              f"{', '.join(CHECKS)})")
@@ -42,8 +44,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true",
                         help='print {"ok": bool, "checks": [{"name", "ok", "detail"}]}')
     args = parser.parse_args(argv)
-    if args.threads < 1:
-        parser.error(f"--threads must be at least 1, got {args.threads}")
+    wrong = (f"--threads must be at least 1, got {args.threads}" if args.threads < 1 else
+             f"--timeout must be a positive number of seconds, got {args.timeout}"
+             if not args.timeout > 0 else None)
+    if wrong:
+        print(f"customops.check: {wrong}", file=sys.stderr)
+        return 2
     for python in args.runtime or []:
         if not (os.path.isfile(python) and os.access(python, os.X_OK)):
             print(f"customops.check: --runtime {printable(python)}: not an executable python "
@@ -53,7 +59,7 @@ def main(argv=None) -> int:
     try:
         records = run(args.model, args.library, args.inputs, args.reference, rtol=args.rtol,
                       atol=args.atol, threads=args.threads, checks=args.check or CHECKS,
-                      runtimes_python=args.runtime)
+                      runtimes_python=args.runtime, timeout=args.timeout)
     except CannotRun as error:
         print(f"customops.check: {error}", file=sys.stderr)
         return 2

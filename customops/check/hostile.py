@@ -18,6 +18,11 @@ from .target import copy, loosened, with_input_type
 from .valid import compare
 
 OTHER_TYPES = [np.float32, np.float64, np.int32, np.int64]
+# Empty-named inputs appended after a node's last one, one more per case: the
+# library accepts as many as its op declares (optional ones the model leaves
+# out) and refuses the next.  An op that accepts them all is variadic, or
+# declares more: the report says which inputs stayed untested.
+APPENDED = 6
 
 
 def _prune(model):
@@ -44,6 +49,11 @@ def omitted_models(model):
             variant = copy(model)
             variant.graph.node[n].input[i] = ""  # kept in place, even when last
             found[f"{label}input {i} ({name}) omitted"] = _prune(variant), name
+        for extra in range(1, APPENDED + 1):  # an optional input the model does not use
+            variant = copy(model)
+            variant.graph.node[n].input.extend([""] * extra)
+            found[f"{label}input {len(node.input) + extra - 1} (appended, empty name)"] = \
+                variant, None
         for keep in range(len(node.input) - 1, 0, -1):
             variant = copy(model)
             del variant.graph.node[n].input[keep:]
@@ -66,7 +76,7 @@ def _case(target, cid, model, arrays, **extra):
     names = {i.name for i in model.graph.input}
     feeds = target.write_feeds({k: v for k, v in arrays.items() if k in names})
     return {"id": cid, "kind": "fresh", "model": target.write_model(model), "feeds": [feeds],
-            "out": None, **extra}
+            "out": None, "twice": True, **extra}
 
 
 def omitted_cases(target):
@@ -82,9 +92,14 @@ def type_cases(target):
     base = target.sample_model(sample)
     for name, array in sample.arrays.items():
         others = [t for t in OTHER_TYPES if np.dtype(t) != array.dtype]
-        variants = {f"{name} as {np.dtype(t).name}": array.astype(t)
-                    for t in [next(t for t in others if np.dtype(t).kind == "f"),
-                              next(t for t in others if np.dtype(t).kind == "i")]}
+        kinds = [next(t for t in others if np.dtype(t).kind == "f"),
+                 next(t for t in others if np.dtype(t).kind == "i")]
+        # a string input gets numbers of its shape (a string says nothing as a number),
+        # a numeric one also its values as strings
+        variants = {f"{name} as {np.dtype(t).name}": array.astype(t) if array.dtype.kind
+                    not in "US" else np.zeros(array.shape, t) for t in kinds}
+        if array.dtype.kind not in "US":
+            variants[f"{name} as string"] = array.astype(str)
         variants[f"{name} with one more dimension"] = array[..., None]
         if array.ndim >= 2:
             variants[f"{name} with one dimension less"] = array.reshape(array.shape[:-2] + (-1,))
@@ -169,10 +184,40 @@ def check(name, target, cases, results):
         if name == "nonfinite" and any(o[3] for o in done["outputs"]):
             nan_out.append(text.split(" in ", 1)[1].split(" (")[0])  # the input
     detail = f"{len(mine)} cases: {counts['refused']} refused with an error, {counts['ran']} ran"
+    if name == "omitted":
+        detail += _appended(mine, results)
+    if name == "nonfinite" and not mine:
+        return record(name, True, "does not apply: no input of a float type")
     if name == "nonfinite":
         detail += (f"; NaN or inf in {', '.join(sorted(set(nan_out)))} made outputs non-finite"
                    if nan_out else "; no output held a NaN or inf")
     return record(name, True, detail + ", none crashed or hung")
+
+
+def _appended(cases, results) -> str:
+    """What the appended empty inputs tested, per node: '; the library takes
+    N more inputs than the node gives (run empty), refuses the next', or
+    that it took them all and inputs beyond were not tested."""
+    appended = {}
+    for case in cases:
+        text = case["id"].split(":", 1)[1]
+        if "(appended, empty name)" in text:
+            node = text.split("input ")[0]
+            appended.setdefault(node, []).append(results[case["id"]]["status"] != "refused-load")
+    found = []
+    for node, accepted in appended.items():
+        taken = accepted.index(False) if False in accepted else len(accepted)
+        where = f" of {node.strip()}" if node else ""
+        if taken == len(accepted):
+            found.append(f"the node{where} takes all {taken} empty inputs appended: inputs "
+                         f"after those were not tested")
+        elif taken == 0:
+            found.append(f"the node{where} takes no input after the model's (an empty one "
+                         "appended is refused)")
+        else:
+            found.append(f"the node{where} takes {taken} more input{'s' * (taken != 1)} than the "
+                         "model gives (each tested empty), refuses the next")
+    return "; " + "; ".join(found) if found else ""
 
 
 def _omitted_result(target, case) -> str | None:

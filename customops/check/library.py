@@ -40,6 +40,60 @@ def exports(library: str) -> list:
             if line.split() and line.split()[-1] not in LINKER_SYMBOLS]
 
 
+# A prefix shared by this many exported C names (png_*, jpeg_*) is a library
+# compiled in whole, not an API written for the op's users.
+FAMILY = 8
+
+
+def system_symbols() -> set:
+    """The dynamic symbols defined by the shared libraries of the linker cache
+    (ldconfig -p): a C name among them binds to whichever copy loads first."""
+    done = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+    paths = sorted(set(re.findall(r"\(libc6,x86-64[^)]*\) => (\S+)", done.stdout)))
+    found = subprocess.run(["nm", "-D", "--defined-only", *paths], capture_output=True,
+                           text=True) if paths else None
+    return {line.split()[-1] for line in (found.stdout.splitlines() if found else [])
+            if len(line.split()) == 3}
+
+
+def namespaces(mangled: list) -> dict:
+    """Top-level namespace (std, dlib, ...) -> how many of these C++ symbols it has."""
+    done = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True)
+    counts = {}
+    for name in done.stdout.splitlines():
+        name = re.sub(r"^(typeinfo name for|typeinfo for|vtable for|VTT for|guard variable for|"
+                      r"construction vtable for .*-in-|non-virtual thunk to|virtual thunk to) ",
+                      "", name)
+        name = re.sub(r"^[\w:<>, *&]*? (?=\w+::)", "", name)  # a return type before it
+        head = re.split(r"<|\(", name, 1)[0]
+        top = head.split("::")[0] + "::" if "::" in head else "the global namespace"
+        counts[top] = counts.get(top, 0) + 1
+    return counts
+
+
+def sorted_exports(symbols: list, system: set) -> dict:
+    """The exports by kind: "entry" (Register*, PyInit_*), "c_api" (other C
+    names: a public API the author meant, e.g. onnxruntime-extensions'
+    AddExternalCustomOp), "cxx" (C++ names: inline and template code of the
+    headers and of what was compiled in, which binds to another library's
+    copy of the same function), "vendored" (C names of a library compiled in:
+    a name a system library also defines, one with a leading underscore, or
+    one of a family of FAMILY or more sharing a prefix, as png_*)."""
+    kinds = {"entry": [], "c_api": [], "cxx": [], "vendored": []}
+    families = {}
+    for name in symbols:
+        if "_" in name.strip("_"):
+            families.setdefault(name.split("_")[0], []).append(name)
+    for name in symbols:
+        family = families.get(name.split("_")[0], []) if "_" in name.strip("_") else []
+        kind = ("entry" if name.startswith(("Register", "PyInit_")) else
+                "cxx" if name.startswith("_Z") else
+                "vendored" if name.startswith("_") or name in system or len(family) >= FAMILY
+                else "c_api")
+        kinds[kind].append(name)
+    return kinds
+
+
 def needs(library: str) -> list:
     done = subprocess.run(["readelf", "-d", library], capture_output=True, text=True)
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", done.stdout)
@@ -69,13 +123,27 @@ def check(target, pythons, timeout):
             symbols = exports(library)
         except RuntimeError as error:
             return record("library", False, f"{name}: nm cannot read it ({error})")
-        extra = [s for s in symbols if not s.startswith("Register")]
+        kinds = sorted_exports(symbols, system_symbols() if len(symbols) > 1 else set())
         if "RegisterCustomOps" not in symbols:
             problems.append(f"{name} does not export RegisterCustomOps")
-        if extra:
-            problems.append(f"{name} exports {len(extra)} symbols besides its entry point "
-                            f"(e.g. {extra[0]}): link with a version script that keeps only "
-                            "RegisterCustomOps global (-Wl,--version-script=FILE)")
+        if kinds["cxx"] or kinds["vendored"]:
+            spaces = sorted(namespaces(kinds["cxx"]).items(), key=lambda kv: -kv[1])
+            parts = [f"{len(kinds['cxx'])} C++ ("
+                     + ", ".join(f"{n} {c}" for n, c in spaces[:4]) + ")"] if spaces else []
+            parts += [f"{len(kinds['vendored'])} C names of compiled-in libraries (e.g. "
+                      f"{', '.join(kinds['vendored'][:3])})"] if kinds["vendored"] else []
+            api = (f"; its public C API of {len(kinds['c_api'])} (e.g. "
+                   f"{', '.join(kinds['c_api'][:3])}) is deliberate: keep it" if kinds["c_api"]
+                   else "")
+            problems.append(
+                f"{name} exports {len(kinds['cxx']) + len(kinds['vendored'])} symbols besides its "
+                f"entry point that can clash with another library's copy in the process: "
+                f"{' and '.join(parts)}{api}; link with a version script that keeps only "
+                f"RegisterCustomOps{' and the C API' if api else ''} global "
+                "(-Wl,--version-script=FILE)")
+        elif kinds["c_api"]:
+            findings.append(f"{name} also exports a C API of {len(kinds['c_api'])} (e.g. "
+                            f"{', '.join(kinds['c_api'][:3])}): deliberate, reported")
         bad = [n for n in needs(library) if FORBIDDEN_NEEDS.match(n)]
         if bad:
             problems.append(f"{name} needs {', '.join(bad)} at load (DT_NEEDED)")

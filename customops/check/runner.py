@@ -42,8 +42,10 @@ def run_cases(cases: list, libraries: list, workdir: Path, timeout: float,
         if not remaining:
             break
         # the child stopped during remaining[0]: that case is the culprit
+        again = Path(paths["progress"]).exists() and \
+            Path(paths["progress"]).read_text().endswith("\tagain")
         results[remaining[0]["id"]] = {"id": remaining[0]["id"], **stopped,
-                                       "message": stderr}
+                                       "message": stderr, "again": again}
         remaining = remaining[1:]
     return results
 
@@ -76,7 +78,9 @@ def _watch(command, progress: str, timeout: float, stderr_path: Path):
 def stopped(record: dict) -> str | None:
     """How a case killed or hung its child, in words; None if it did not."""
     if record["status"] == "signal":
-        return f"killed the process with {record['signal']}"
+        return f"killed the process with {record['signal']}" + (
+            " when run a second time in the session that refused it with an error"
+            if record.get("again") else "")
     if record["status"] == "hang":
         return f"did not finish within {record['seconds']:g} s"
     if record["status"] == "died":

@@ -107,18 +107,32 @@ def loosened(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model with nothing declared about its outputs and intermediate
     values, and every input dimension a symbol, so that a hostile input is refused or run by the kernel, not by
     ORT's comparison with a declaration."""
-    model = copy(model)
-    del model.graph.value_info[:]
+    model = bare(model)
     for graph_input in model.graph.input:
         tensor = graph_input.type.tensor_type
         if tensor.HasField("shape"):
             for i, dim in enumerate(tensor.shape.dim):
                 dim.Clear()
                 dim.dim_param = f"{graph_input.name}_{i}"
+    return model
+
+
+def bare(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with nothing declared about its outputs (no type, no shape)
+    nor its intermediate values: what the session then declares comes from
+    the shape functions alone."""
+    model = copy(model)
+    del model.graph.value_info[:]
     outputs = [helper.make_empty_tensor_value_info(o.name) for o in model.graph.output]
     del model.graph.output[:]
     model.graph.output.extend(outputs)
     return model
+
+
+def input_dim_names(model: onnx.ModelProto) -> set:
+    """The named dimensions of the model's inputs: the names a shape function can pass on."""
+    return {d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim
+            if d.dim_param}
 
 
 def with_input_type(model: onnx.ModelProto, name: str, array: np.ndarray) -> onnx.ModelProto:

@@ -16,6 +16,12 @@ from ..doctor.probe import first_line, type_name
 
 from .record import record
 from .runner import stopped
+from .target import bare, input_dim_names
+
+
+# Rounds go on for this long at least: a race on small inputs shows in few
+# rounds of thousands (scale_add's member scratch on 5 rows: measured in docs/check.md).
+THREADS_SECONDS = 1.0
 
 
 def cases(target, threads: int, calls: int) -> list:
@@ -23,14 +29,41 @@ def cases(target, threads: int, calls: int) -> list:
     for i, sample in enumerate(target.samples):
         model = target.write_model(target.sample_model(sample))
         feeds = target.write_feeds(sample.arrays)
-        by_model.setdefault(model, []).append(feeds)
+        by_model.setdefault(model, []).append((i, sample))
         for kind, run in (("run", "first"), ("run", "again"), ("fresh", "fresh")):
             found.append({"id": f"{run}:{i}", "kind": kind, "model": model, "feeds": [feeds],
                           "out": str(target.workdir / f"{run}{i}.npz")})
-    for j, (model, feeds) in enumerate(by_model.items()):
-        found.append({"id": f"threads:{j}", "kind": "threads", "model": model, "feeds": feeds,
-                      "threads": threads, "calls": calls})
+        # the same node with nothing declared about its outputs: the shape function alone
+        found.append({"id": f"bare:{i}", "kind": "fresh", "out": None, "feeds": [feeds],
+                      "model": target.write_model(bare(target.sample_model(sample)))})
+    for j, (model, samples) in enumerate(by_model.items()):
+        found.append(threads_case(target, f"threads:{j}", model, samples, threads, calls))
     return found
+
+
+def threads_case(target, cid, model, samples, threads, calls):
+    """Thread t's call c runs sample c (round the samples) in copy t: each
+    thread its own values, all of one shape at a time, so that a kernel whose
+    calls share memory writes different values into it at once (with one
+    input for all, a race writes the same values and never shows)."""
+    feeds, labels = [], []
+    for i, sample in samples:
+        for t in range(threads):
+            feeds.append(sample.arrays if t == 0 else perturbed(sample.arrays, t))
+            labels.append(f"sample {sample.name}" + (f" (copy {t})" if t else ""))
+    schedule = [[(c % len(samples)) * threads + t for c in range(calls)] for t in range(threads)]
+    return {"id": cid, "kind": "threads", "model": model, "labels": labels,
+            "feeds": [target.write_feeds(f) for f in feeds], "schedule": schedule,
+            "seconds": THREADS_SECONDS}
+
+
+def perturbed(arrays: dict, seed: int) -> dict:
+    """The arrays with each float array's values shuffled (same shape, same
+    values, other places); other dtypes, whose values may be indices or
+    counts, kept."""
+    rng = np.random.default_rng(seed)
+    return {k: rng.permutation(a.ravel()).reshape(a.shape) if a.dtype.kind in "fc" else a
+            for k, a in arrays.items()}
 
 
 def outputs(target, results, run: str, i: int):
@@ -68,7 +101,12 @@ def compare(got, expected, names, rtol, atol) -> str | None:
     if len(got) != len(expected):
         return f"the reference returned {len(expected)} outputs, the model has {len(got)}"
     for name, g, e in zip(names, got, map(np.asarray, expected)):
-        if g.dtype != e.dtype or g.shape != e.shape:
+        if g.dtype.kind in "UO" and e.dtype.kind in "UO":  # strings, compared as strings
+            g, e = g.astype(str), e.astype(str)
+            if g.shape != e.shape:
+                return f"output {name}: got string{list(g.shape)}, the reference string" \
+                       f"{list(e.shape)}"
+        elif g.dtype != e.dtype or g.shape != e.shape:
             return (f"output {name}: got {g.dtype}{list(g.shape)}, the reference "
                     f"{e.dtype}{list(e.shape)}")
         if g.dtype.kind in "fc":
@@ -103,8 +141,39 @@ def check_declared(target, results):
             problem = disagreement(name, model.get(name, (None, None)), ort_type, shape, array)
             if problem:
                 return record("declared", False, f"sample {sample.name}: {problem}")
-    return record("declared", True, "each output's type and shape, as the session declares them, "
-                  "agree with the model's declaration and with the arrays returned")
+        done = results[f"bare:{i}"]
+        if done["status"] == "refused-load" or stopped(done):
+            return record("declared", False, f"sample {sample.name}, the node with its outputs "
+                          f"undeclared: {stopped(done) or 'the session refused: ' + line(done)}")
+        names = input_dim_names(target.sample_model(sample))
+        for name, ort_type, shape in done["declared"]:
+            gap = left_out(model.get(name, (None, None)), ort_type, shape, names)
+            if gap:
+                said = f"{ort_type} {shape}" if shape else f"{ort_type} and no shape"
+                return record("declared", False, f"sample {sample.name}: output {name}: with "
+                              f"nothing declared about the outputs, the library's shape function "
+                              f"declares {said}: it leaves out {'; '.join(gap)}")
+    return record("declared", True, "each output's type and shape, as the session declares them "
+                  "(with the model's output declarations and without them: the shape function "
+                  "alone), agree with the model's declaration and with the arrays returned")
+
+
+def left_out(model, ort_type, shape, input_names) -> list:
+    """What the model declares of an output that the shape function alone does
+    not: the type, the rank, a static size, a named dimension of the inputs (a
+    name of the model's own, unknown to the node, is not asked for)."""
+    model_type, model_dims = model
+    gap = [f"the type {model_type}"] if model_type and ort_type != model_type else []
+    if model_dims is None:
+        return gap
+    if len(shape or []) != len(model_dims):
+        return gap + [f"the rank {len(model_dims)} (the model declares {model_dims})"]
+    for k, (want, got) in enumerate(zip(model_dims, shape)):
+        asked = isinstance(want, int) or (isinstance(want, str) and want in input_names)
+        if asked and got != want:
+            what = "size" if isinstance(want, int) else "named dimension"
+            gap.append(f"dimension {k}'s {what} {want!r} (it gives {got!r})")
+    return gap
 
 
 def disagreement(name, model, ort_type, shape, array) -> str | None:
@@ -139,11 +208,13 @@ def check_threads(target, results, threads: int, calls: int):
             return record("threads", False, f"{threads} threads on one session: "
                           f"{stopped(done) or 'the session failed: ' + line(done)}")
         if done["mismatches"]:
+            inputs = sorted({m.split(", output")[0] for m in done["mismatches"]})
             return record("threads", False, f"{threads} threads on one session: "
-                          f"{len(done['mismatches'])} calls differ from the serial run "
-                          f"(first: {done['mismatches'][0]})")
-    return record("threads", True, f"{threads} threads sharing one session, {calls} runs each, "
-                  "give the serial run's bits")
+                          f"{len(done['mismatches'])} calls differ from the serial run, on "
+                          f"{'; '.join(inputs)} (first: {done['mismatches'][0]})")
+    return record("threads", True, f"{threads} threads sharing one session, each on its own "
+                  f"copy of the samples (values shuffled), {calls} runs each at least and rounds "
+                  f"for {THREADS_SECONDS:g} s, give the serial run's bits")
 
 
 def check_determinism(target, results):

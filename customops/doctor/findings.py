@@ -37,6 +37,12 @@ class Finding:
         return lines
 
 
+# onnx's schema lookups (onnx.defs.has, get_schema) take an opset version as a
+# C int: a version outside this range makes them raise TypeError.  No real
+# opset or IR version comes near the top (onnx 1.20: opset 25, IR 12).
+VERSION_RANGE = range(1, 2**31)
+
+
 def domain_name(domain: str) -> str:
     return domain or "ai.onnx"
 

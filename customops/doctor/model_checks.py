@@ -10,7 +10,7 @@ import onnx
 from onnx import helper
 
 from . import probe
-from .findings import Finding, domain_name, since_versions
+from .findings import VERSION_RANGE, Finding, domain_name, since_versions
 from .probe import Outcome
 
 
@@ -31,6 +31,11 @@ def model_checks(model, rt: probe.Runtime) -> list[Finding]:
     findings = []
     max_ir = rt.max_ir_version
     opsets = {o.domain: o.version for o in model.opset_import}
+    if model.ir_version < VERSION_RANGE.start:
+        findings.append(Finding(
+            "error", "ir-version", f"IR version {model.ir_version}: IR versions start at 1",
+            f"model.ir_version = {max_ir}  (the newest this onnxruntime {rt.version} reads)",
+            ort=rt.load(model).message))
     if model.ir_version > max_ir:
         needed, opset = _ir_needed(opsets)
         why = f"{opset} needs IR >= {needed}, onnx.helper.VERSION_TABLE"
@@ -49,6 +54,14 @@ def model_checks(model, rt: probe.Runtime) -> list[Finding]:
             "add one: model.opset_import.append(onnx.helper.make_opsetid('', N))",
             op="ai.onnx", ort=rt.load(model).message))
     for domain, version in opsets.items():
+        if version not in VERSION_RANGE:  # checked first: onnx's schema lookups raise on it
+            findings.append(Finding(
+                "error", "opset", f"the model imports {domain_name(domain)} opset {version}, "
+                f"which is no opset version (they run from {VERSION_RANGE.start} up; onnx "
+                "reads them as a 32-bit int)", op=domain_name(domain),
+                fix="export with a real opset (torch.onnx.export(..., opset_version=18))",
+                ort=rt.opset_problem(domain, version) or ""))
+            continue
         problem = rt.opset_problem(domain, version)
         if problem:
             best = rt.max_opset(domain, version)
@@ -162,7 +175,8 @@ def body_problems(function: onnx.FunctionProto, model_opsets: dict) -> dict:
             continue
         for who, opsets in (("the function", imports), ("the model", model_opsets)):
             version = opsets.get(node.domain, opsets.get("ai.onnx"))
-            if version is not None and not onnx.defs.has(node.op_type, version, node.domain):
+            if version is not None and version in VERSION_RANGE and \
+                    not onnx.defs.has(node.op_type, version, node.domain):
                 missing, _ = problems.setdefault((node.op_type, node.domain), ({}, None))
                 missing[who] = version
                 later = [v for v in since_versions(node.op_type, node.domain) if v > version]
