@@ -591,8 +591,11 @@ def readme_run(op: Op) -> list:
     optional = [x.name for x in op.inputs if x.optional]
     if optional:
         names = ", ".join(f"`{n}`" for n in optional)
-        out += [f"The exported models take every input: {names} (optional in the schema) is a required input",
-                "of their graph, since the exporters trace the op with every input present. Feed it (a value your",
+        one = len(optional) == 1
+        out += [f"The exported models take every input: {names} (optional in the schema) "
+                + ("is a required input" if one else "are required inputs"),
+                "of their graph, since the exporters trace the op with every input present. "
+                + ("Feed it (a value your" if one else "Feed them (values your"),
                 "math treats as absent, if it has one), or run a node without it, as the tests do:",
                 f"`single_node_model(\"{op.dtypes[0]}\", without(\"{optional[0]}\", False))` in `tests/test_ort.py` builds",
                 "that model (the input left out, or named \"\").", ""]
