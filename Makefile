@@ -62,12 +62,13 @@ headers: $(DEPS)
 	$(PY) -m customops.headers > /dev/null
 
 # Other onnxruntime releases the notebooks run models on, one small venv each
-# in build/ort-venvs/ (tools/ort_venv.py; about 30 s each the first time).
+# cached in ~/.cache/customops/venvs (python -m customops.envs; about 15-30 s
+# each the first time, instant afterwards).
 NOTEBOOK_ORT_RELEASES := 1.24.4 1.25.0 1.31.1
 
 ort-venvs: $(DEPS)
 	for version in $(NOTEBOOK_ORT_RELEASES); do \
-	  $(PY) tools/ort_venv.py $$version > /dev/null || exit 1; \
+	  $(PY) -m customops.envs onnxruntime==$$version > /dev/null || exit 1; \
 	done
 
 # The notebooks run as tests, so they need what they need in JupyterLab.

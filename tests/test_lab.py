@@ -109,7 +109,7 @@ def test_the_cpp_program_of_notebook_08_is_what_make_lab_builds():
 
 @pytest.mark.parametrize("target, command", [
     ("headers", "-m customops.headers"),
-    ("ort-venvs", "tools/ort_venv.py"),
+    ("ort-venvs", "-m customops.envs onnxruntime=="),
 ])
 def test_the_targets_run_the_tools_the_notebooks_call(target, command):
     done = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True)
