@@ -16,7 +16,8 @@ PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 COURSE = ["00_overview", "01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_library",
           "05_knn_query", "06_selu", "07_ort_op_from_scratch", "08_end_to_end", "09_sharp_edges",
           "10_your_own_op", "11_cpp_host", "12_common_errors", "13_op_patterns",
-          "14_ort_library_pitfalls", "15_export_pitfalls", "16_dtypes_lists_dynamic_sizes"]
+          "14_ort_library_pitfalls", "15_export_pitfalls", "16_dtypes_lists_dynamic_sizes",
+          "20_ship_your_op"]
 # Notebooks built around one operator: their first export takes the torch 2.x route.
 CASES = ["01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_library", "05_knn_query",
          "06_selu", "08_end_to_end"]
