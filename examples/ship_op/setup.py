@@ -5,6 +5,10 @@ headers (e.g. $(python -m customops.headers))."""
 
 import os
 
+if not os.environ.get("ORT_INCLUDE_DIR"):  # before torch, whose import may warn
+    raise SystemExit("setup.py: set ORT_INCLUDE_DIR to a directory holding onnxruntime_cxx_api.h, "
+                     "e.g. ORT_INCLUDE_DIR=$(python -m customops.headers)")
+
 from setuptools import Extension, setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -20,11 +24,6 @@ HERE = f"-fmacro-prefix-map={os.path.dirname(os.path.abspath(__file__))}/="
 
 def exports(name):
     return [f"-Wl,--version-script=csrc/{name}.map"]
-
-
-if not os.environ.get("ORT_INCLUDE_DIR"):
-    raise SystemExit("setup.py: set ORT_INCLUDE_DIR to a directory holding onnxruntime_cxx_api.h, "
-                     "e.g. ORT_INCLUDE_DIR=$(python -m customops.headers)")
 
 
 class Build(BuildExtension):
