@@ -1,7 +1,8 @@
 """python -m customops.new_op: what it refuses, what it writes, and that the
-project it writes builds and passes its own tests (and fails them when its
-kernel is wrong).  The template is checked only through what the generator
-writes, so a template that stops building or testing fails here."""
+projects it writes build and pass their own tests (and fail them when the
+kernel is wrong, one case at a time when the ORT op crashes).  The template is
+checked only through what the generator writes, so a template that stops
+building or testing fails here."""
 
 import os
 import re
@@ -10,13 +11,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import onnx
 import pytest
 
 from customops import new_op
+from customops.new_op.schema import build
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 OP, NAMESPACE, NAME = "geo::ball_sum", "geo", "ball_sum"
 TEMPLATE_WORDS = re.compile(r"my_ops|scaled_row_sum|ScaledRowSum")
+RADIUS_GRAPH = ("geo::radius_graph(Tensor pos, Tensor? batch, float r, int max_num_neighbors=32) -> Tensor edge_index",
+                "--dtypes", "float32,float64", "--shapes", "pos: T[n,3]; batch: int64[n]; edge_index: int64[2,E]")
+# Every argument kind, an optional input before a present one, a fixed-type
+# input, two outputs, a data-dependent size, float16.
+EVERY_KIND = ('lab::every_kind(Tensor x, Tensor? w, Tensor? bias, float alpha, int k=3, bool flag=True, '
+              'str mode="sum", int[] dims=[1, 2], float[] weights=[0.5]) -> (Tensor y, Tensor idx)',
+              "--dtypes", "float32,float64,float16", "--shapes", "x: T[b, c]; w: T[c]; bias: float32[2]; "
+              "y: T[b, c]; idx: int64[b, K]")
 
 
 def run_new_op(*args, cwd=None):
@@ -42,6 +53,52 @@ def test_refuses_a_bad_name_with_the_rule_in_one_line(tmp_path, spec, message):
     assert not (tmp_path / "project").exists()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["geo::f(Tensor x -> Tensor y"], "a schema is NS::NAME(ARGS) -> RETURNS"),
+    (["geo::f(Tensor x)"], "a schema is NS::NAME(ARGS) -> RETURNS"),
+    (["geo::f(Tensor[] xs) -> Tensor y"], "argument 'Tensor[] xs': unsupported"),
+    (["geo::f(Tensor x, Scalar s) -> Tensor y"], "argument 'Scalar s': unsupported"),
+    (["geo::f(Tensor x, int k=1.5) -> Tensor y"], "argument 'k': default 1.5 is not a int"),
+    (["geo::f(Tensor x, Tensor x) -> Tensor y"], "argument 'x' appears twice"),
+    (["geo::f(float r) -> Tensor y"], "needs at least one required Tensor argument"),
+    (["geo::f(Tensor x) -> int y"], "a return is `Tensor name` or `(Tensor a, Tensor b)`"),
+    (["geo::f(Tensor x) -> Tensor"], "a return is `Tensor name`"),
+    (["geo::f(Tensor class) -> Tensor y"], "argument 'class' must be an identifier that is not a Python or C++ keyword"),
+    (["geo::f(Tensor x) -> Tensor y", "--dtypes", "int8"], "--dtypes: unsupported type 'int8'"),
+    (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: T[n]; z: T[n]"], "--shapes names 'z', which is not a Tensor"),
+    (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: complex64[n]"], "unsupported type 'complex64'"),
+    (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: T(n)"], "expected NAME: TYPE[DIMS]"),
+    (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: T[n, -1]"], "a dimension is a number or a name, not '-1'"),
+    (["geo::f(Tensor x, Tensor? w) -> Tensor y", "--shapes", "x: T[n]; w: T[m]"],
+     "the size 'm' appears only in optional inputs"),
+    (["geo::f(Tensor x, int k) -> Tensor y", "--shapes", "x: T[k]"], "the size 'k' has the name of an argument"),
+    (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: T[n]; y: T[E, E]"], "the data-dependent size 'E' appears twice"),
+    (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: T[Stored]"], "the size 'Stored' is a name the generated code uses"),
+    (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: int64[n]"], "give one required input type T"),
+    (["geo::f", "--dtypes", "float64"], "--dtypes and --shapes need the op's schema"),
+])
+def test_refuses_a_bad_schema_in_one_line_writing_nothing(tmp_path, args, message):
+    done = run_new_op(args[0], tmp_path / "project", *args[1:])
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "project").exists()
+
+
+def test_the_schema_model():
+    op = build(*RADIUS_GRAPH[:1], RADIUS_GRAPH[2], RADIUS_GRAPH[4])
+    assert [(t.name, t.dtype, t.dims, t.optional) for t in op.inputs] == [
+        ("pos", "T", ["n", 3], False), ("batch", "int64", ["n"], True)]
+    assert [(a.name, a.onnx_type, a.default) for a in op.attributes] == [
+        ("r", "FLOAT", None), ("max_num_neighbors", "INT", 32)]
+    assert op.symbols() == ["n"] and op.data_dependent() == ["E"] and op.dtypes == ["float32", "float64"]
+    every = build(EVERY_KIND[0])
+    assert [a.onnx_type for a in every.attributes] == ["FLOAT", "INT", "INT", "STRING", "INTS", "FLOATS"]
+    assert [a.default for a in every.attributes] == [None, 3, True, "sum", [1, 2], [0.5]]
+    # not listed: type T, the first input's shape
+    assert [(t.dtype, t.dims) for t in every.inputs + every.outputs] == [("T", ["x_size"])] * 5
+
+
 def test_refuses_a_non_empty_directory(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     done = run_new_op(OP, tmp_path)
@@ -56,45 +113,26 @@ def test_writes_into_an_empty_directory(tmp_path):
     assert (tmp_path / "csrc" / f"{NAME}.h").is_file()
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("new_op") / "project"
-    new_op.generate(OP, directory)
-    return directory
-
-
-def test_every_template_file_is_written_renamed(project):
-    written = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
-    expected = sorted(str(p.relative_to(new_op.TEMPLATE)).replace("scaled_row_sum", NAME)
-                      for p in new_op.template_files())
-    assert written == expected
-    assert {"csrc/ball_sum.h", "csrc/torch_binding.cpp", "csrc/ort_op.cc", "csrc/ort_op.lds",
-            "host/main.cc", "Makefile", "README.md", "export.py"} <= set(written)
-
-
-def test_no_trace_of_the_template_or_this_repository(project):
-    for path in project.rglob("*"):
-        if path.is_file():
-            text = path.read_text()
-            assert not TEMPLATE_WORDS.search(text), path
-            assert str(REPOSITORY) not in text, path
-            # customops may be named (the optional check, the headers' cache), never imported
-            assert not re.search(r"^\s*(import|from) customops", text, re.MULTILINE), path
-    assert 'TORCH_LIBRARY(geo, m)' in (project / "csrc" / "torch_binding.cpp").read_text()
-    assert 'Ort::CustomOpDomain d("geo")' in (project / "csrc" / "ort_op.cc").read_text()
-    assert "struct BallSumOp" in (project / "csrc" / "ort_op.cc").read_text()
+def test_the_template_name_gives_the_template_back(tmp_path):
+    """The template's regions are what the renderers give for its own schema."""
+    new_op.generate("my_ops::scaled_row_sum", tmp_path)
+    for source in new_op.template_files():
+        assert (tmp_path / source.relative_to(new_op.TEMPLATE)).read_text() == source.read_text(), source.name
 
 
 def test_renames_in_one_pass(tmp_path):
     """A new name that contains the template's namespace is not renamed again."""
     new_op.generate("geo::my_ops_sum", tmp_path)
-    assert "torch.ops.geo.my_ops_sum(x, weight, self.scale)" in (tmp_path / "export.py").read_text()
+    assert "torch.ops.geo.my_ops_sum" in (tmp_path / "tests" / "test_math.py").read_text()
 
 
-def test_the_template_name_gives_the_template_back(tmp_path):
-    new_op.generate("my_ops::scaled_row_sum", tmp_path)
-    for source in new_op.template_files():
-        assert (tmp_path / source.relative_to(new_op.TEMPLATE)).read_text() == source.read_text()
+def test_readme_keeps_the_course_op_and_names_the_files_to_edit(tmp_path):
+    new_op.generate(RADIUS_GRAPH[0], tmp_path, RADIUS_GRAPH[2], RADIUS_GRAPH[4])
+    readme = (tmp_path / "README.md").read_text()
+    assert "walks through every step on another op, `my_ops::ball_query`" in readme
+    assert "1. `csrc/radius_graph.h`: the body of `radius_graph`" in readme
+    assert "and of `radius_graph_E`, the rule that computes `E` from the data" in readme
+    assert "2. `reference.py`" in readme
 
 
 def make_test(directory):
@@ -106,24 +144,95 @@ def make_test(directory):
                           capture_output=True, text=True, env=env)
 
 
-def test_generated_project_builds_and_passes_its_tests(project):
-    done = make_test(project)
+def passed(done) -> int:
+    """The number of tests passed, once every test passed; no skip, no failure."""
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = [line for line in done.stdout.splitlines() if re.search(r" in [\d.]+s", line)][-1]
     # customops.check is installed here, so the project's check test runs too
-    assert re.search(r"\d+ passed", summary) and "failed" not in summary and \
-        "skipped" not in summary, summary
+    assert re.fullmatch(r"\d+ passed in [\d.]+s( \([\d:]+\))?", summary), summary  # (0:01:15) past a minute
+    return int(summary.split()[0])
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """The template's op renamed (NS::NAME alone), built and tested once."""
+    directory = tmp_path_factory.mktemp("new_op") / "project"
+    new_op.generate(OP, directory)
+    return directory, make_test(directory)
+
+
+def test_every_template_file_is_written_renamed(project):
+    directory, _ = project
+    written = sorted(str(p.relative_to(directory)) for p in directory.rglob("*")
+                     if p.is_file() and not new_op.SKIPPED & set(p.relative_to(directory).parts))
+    expected = sorted(str(p.relative_to(new_op.TEMPLATE)).replace("scaled_row_sum", NAME)
+                      for p in new_op.template_files())
+    assert written == expected
+
+
+def test_no_trace_of_the_template_or_this_repository(project):
+    directory, _ = project
+    for path in directory.rglob("*"):
+        if path.is_file() and not new_op.SKIPPED & set(path.relative_to(directory).parts) and path.suffix in (".py", ".cc", ".cpp", ".h", ".md", ""):
+            text = path.read_text().replace("my_ops::ball_query", "")  # the course's op, named in the README
+            assert not TEMPLATE_WORDS.search(text), path
+            assert str(REPOSITORY) not in text, path
+            # customops may be named (the optional check, the headers' cache), never imported
+            assert not re.search(r"^\s*(import|from) customops", text, re.MULTILINE), path
+    assert "TORCH_LIBRARY(geo, m)" in (directory / "csrc" / "torch_binding.cpp").read_text()
+    assert 'Ort::CustomOpDomain d("geo")' in (directory / "csrc" / "ort_op.cc").read_text()
+    assert "struct BallSumOp" in (directory / "csrc" / "ort_op.cc").read_text()
+
+
+def test_generated_project_builds_and_passes_its_tests(project):
+    assert passed(project[1]) > 30
 
 
 def test_generated_tests_fail_when_the_kernel_is_wrong(project, tmp_path):
+    directory, _ = project
     broken = tmp_path / "broken"
-    shutil.copytree(project, broken, symlinks=True)  # with build/, if the test above ran: a shorter rebuild
+    shutil.copytree(directory, broken, symlinks=True)  # with build/: a shorter rebuild
     header = broken / "csrc" / f"{NAME}.h"
-    right = "sum[i] = static_cast<float>(scale * total);"
+    right = "sum[i] = static_cast<T>(scale * total);"
     assert right in header.read_text()
-    header.write_text(header.read_text().replace(right, "sum[i] = static_cast<float>(scale * total) + 1;"))
+    header.write_text(header.read_text().replace(right, "sum[i] = static_cast<T>(scale * total) + 1;"))
     done = make_test(broken)
     assert done.returncode != 0
     failed = set(re.findall(r"^FAILED tests/(\w+)\.py::(\w+)", done.stdout, re.MULTILINE))
-    assert {("test_torch_op", "test_equals_reference"), ("test_ort", "test_ort_equals_pytorch"),
-            ("test_host", "test_host_runs_the_model")} <= failed, done.stdout[-3000:]
+    assert {("test_torch_op", "test_equals_reference"), ("test_ort", "test_ort_equals_pytorch_and_the_reference"),
+            ("test_host", "test_host_runs_the_model"), ("test_check", "test_customops_check_passes")} <= failed, \
+        done.stdout[-3000:]
+
+
+def test_a_crash_of_the_ort_op_fails_one_named_case(project, tmp_path):
+    """ORT runs in child processes: a segfault fails the cases that reach it,
+    each naming the signal, and every other test still runs."""
+    directory, _ = project
+    broken = tmp_path / "crash"
+    shutil.copytree(directory, broken, symlinks=True)
+    source = broken / "csrc" / "ort_op.cc"
+    marker = "      const int64_t cols = sizes.at(\"cols\");\n"
+    assert marker in source.read_text()
+    source.write_text(source.read_text().replace(marker, marker + "      if (rows > 100) std::abort();\n"))
+    done = make_test(broken)
+    failed = re.findall(r"^FAILED (\S+)", done.stdout, re.MULTILINE)
+    assert failed and all("300" in case or "test_check" in case or "concurrent" in case for case in failed), failed
+    assert "onnxruntime died of signal 6" in done.stdout
+    assert re.search(r"\d+ failed, \d+ passed", done.stdout)
+
+
+@pytest.mark.parametrize("args", [RADIUS_GRAPH, EVERY_KIND], ids=["radius_graph", "every_kind"])
+def test_a_project_from_a_schema_passes_its_tests_untouched(tmp_path, args):
+    done = run_new_op(args[0], tmp_path, *args[1:])
+    assert done.returncode == 0, done.stderr
+    op = build(args[0], args[2], args[4])
+    assert passed(make_test(tmp_path)) > 40
+    for dtype in op.dtypes:
+        model = onnx.load(tmp_path / "build" / f"{op.name}_{dtype}.onnx")
+        assert [(n.domain, n.op_type) for n in model.graph.node] == [(op.namespace, op.name)]
+        assert [a.type for a in model.graph.node[0].attribute] == [
+            getattr(onnx.AttributeProto, a.onnx_type) for a in op.attributes]
+        assert [[d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim] for o in model.graph.output] == \
+            [t.dims for t in op.outputs]  # E and K as given, never u0
+    text = (tmp_path / "README.md").read_text() + (tmp_path / "csrc" / f"{op.name}.h").read_text()
+    assert not TEMPLATE_WORDS.search(text.replace("my_ops::ball_query", ""))

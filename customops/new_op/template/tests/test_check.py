@@ -1,6 +1,6 @@
-"""`python -m customops.check` on the exported model, when the course's
-customops package (with its check module) is installed in this Python; the
-project itself never imports customops."""
+"""`python -m customops.check` on every exported model, with samples with and
+without each optional input, when the course's customops package (with its
+check module) is installed in this Python; the project never imports customops."""
 
 import importlib.util
 import subprocess
@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 from conftest import LIBRARY, MODELS
 
+from samples import sample
+from schema import OPTIONAL
+
 
 def has_check() -> bool:
     try:
@@ -20,13 +23,17 @@ def has_check() -> bool:
 
 
 @pytest.mark.skipif(not has_check(), reason="customops.check is not installed in this Python")
-@pytest.mark.parametrize("route", sorted(MODELS))
-def test_customops_check_passes(rng, route, tmp_path):
-    inputs = tmp_path / "sample.npz"
-    np.savez(inputs, x=rng.standard_normal((9, 4), dtype=np.float32), weight=rng.standard_normal(4, dtype=np.float32))
+@pytest.mark.parametrize("dtype, route", sorted(MODELS))
+def test_customops_check_passes(rng, dtype, route, tmp_path):
+    """The check runs every case in child processes: a crash fails the case it names."""
+    samples = []
+    for with_optional in [True, False] if OPTIONAL else [True]:
+        for largest in (4, 40):
+            samples += ["--inputs", str(tmp_path / f"sample{len(samples)}.npz")]
+            np.savez(samples[-1], **sample(dtype, rng, with_optional, smallest=2, largest=largest))
     reference = Path(__file__).resolve().parents[1] / "reference.py"
     done = subprocess.run(
-        [sys.executable, "-m", "customops.check", str(MODELS[route]), "--library", str(LIBRARY),
-         "--inputs", str(inputs), "--reference", f"{reference}:exported_model"],
-        capture_output=True, text=True, timeout=600)
+        [sys.executable, "-m", "customops.check", str(MODELS[dtype, route]), "--library", str(LIBRARY),
+         *samples, "--reference", f"{reference}:exported_model"],
+        capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,33 +1,46 @@
-"""Both exported models: one my_ops node with a FLOAT attribute, rows dynamic."""
+"""Each exported model: one node of the op, its attributes typed as the schema
+says, its inputs and outputs typed and their sizes named as in --shapes."""
 
 import onnx
 import pytest
 from conftest import MODELS
+from onnx import AttributeProto, TensorProto
 
-from reference import EXPORTED_SCALE
+from schema import ATTRIBUTES, EXPORTED, INPUTS, NAME, NAMESPACE, OUTPUTS
+
+ELEMENT = {"float16": TensorProto.FLOAT16, "float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
+           "int64": TensorProto.INT64, "int32": TensorProto.INT32, "bool": TensorProto.BOOL}
 
 
 def dims(value_info):
     return [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim]
 
 
-@pytest.mark.parametrize("route", sorted(MODELS))
-def test_one_custom_node(route):
-    model = onnx.load(MODELS[route])
-    node = next(n for n in model.graph.node if n.domain == "my_ops")
-    assert [n.op_type for n in model.graph.node if n.domain == "my_ops"] == ["scaled_row_sum"]
-    assert [(a.name, a.type) for a in node.attribute] == [("scale", onnx.AttributeProto.FLOAT)]
-    assert node.attribute[0].f == pytest.approx(EXPORTED_SCALE)
-    assert list(node.input) == ["x", "weight"] and len(node.output) == 2
-    assert any(o.domain == "my_ops" and o.version == 1 for o in model.opset_import)
+@pytest.mark.parametrize("dtype, route", sorted(MODELS))
+def test_one_node_with_typed_attributes(dtype, route):
+    model = onnx.load(MODELS[dtype, route])
+    assert [(n.domain, n.op_type) for n in model.graph.node] == [(NAMESPACE, NAME)]
+    node = model.graph.node[0]
+    # (the legacy exporter writes them in alphabetical order)
+    assert sorted((a.name, AttributeProto.AttributeType.Name(a.type)) for a in node.attribute) == sorted(ATTRIBUTES.items())
+    for attribute in node.attribute:
+        value = onnx.helper.get_attribute_value(attribute)
+        wanted = EXPORTED[attribute.name]
+        if isinstance(value, bytes):
+            value = value.decode()
+        if isinstance(wanted, (bool, str)):
+            assert value == wanted, attribute.name  # a bool is an INT 0 or 1
+        else:
+            assert value == pytest.approx(wanted), attribute.name
+    assert list(node.input) == list(INPUTS) and list(node.output) == list(OUTPUTS)
+    assert any(o.domain == NAMESPACE and o.version == 1 for o in model.opset_import)
 
 
-@pytest.mark.parametrize("route", sorted(MODELS))
-def test_rows_stay_dynamic(route):
-    graph = onnx.load(MODELS[route]).graph
-    x, weight = graph.input
-    assert dims(x) == ["rows", 4] and dims(weight) == [4]
-    total, argmax = graph.output
-    assert (total.type.tensor_type.elem_type, argmax.type.tensor_type.elem_type) == (
-        onnx.TensorProto.FLOAT, onnx.TensorProto.INT64)
-    assert dims(total) == dims(argmax) == ["rows"]
+@pytest.mark.parametrize("dtype, route", sorted(MODELS))
+def test_types_and_named_sizes(dtype, route):
+    graph = onnx.load(MODELS[dtype, route]).graph
+    declared = {**INPUTS, **OUTPUTS}
+    for value in [*graph.input, *graph.output]:
+        element, sizes = declared[value.name]
+        assert value.type.tensor_type.elem_type == ELEMENT[dtype if element == "T" else element], value.name
+        assert dims(value) == sizes, value.name  # "E" for a size only the data give, never u0

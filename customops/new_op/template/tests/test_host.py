@@ -1,27 +1,28 @@
-"""The C++ host runs the exported model: its printed outputs equal the reference."""
+"""The C++ host runs each exported model: its outputs equal the reference."""
 
 import subprocess
 
 import numpy as np
+import pytest
 from conftest import BUILD, LIBRARY, MODELS
+from test_torch_op import assert_outputs_equal, expected
 
-from reference import exported_model
+from samples import sample
+from schema import DTYPES, OUTPUTS
 
 
-def test_host_runs_the_model():
-    done = subprocess.run([str(BUILD / "host"), str(MODELS["dynamo"]), str(LIBRARY)],
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_host_runs_the_model(rng, dtype, tmp_path):
+    arrays = sample(dtype, rng, with_optional=True, smallest=3)
+    for name, array in arrays.items():
+        np.save(tmp_path / f"{name}.npy", array)
+    done = subprocess.run([str(BUILD / "host"), str(MODELS[dtype, "dynamo"]), str(LIBRARY), str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    printed = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()}
-    # The inputs host/main.cc feeds.
-    total, argmax = exported_model(np.arange(12, dtype=np.float32).reshape(3, 4),
-                                   np.array([1.0, -1.0, 2.0, 0.5], np.float32))
-    np.testing.assert_allclose(np.float32(printed["sum"]), total, rtol=1e-6)
-    assert printed["argmax"] == [str(i) for i in argmax]
+    assert_outputs_equal([np.load(tmp_path / f"{name}.npy") for name in OUTPUTS], expected(arrays), dtype)
 
 
-def test_host_names_a_missing_library():
-    done = subprocess.run([str(BUILD / "host"), str(MODELS["dynamo"]), "no_such_library.so"],
-                          capture_output=True, text=True, timeout=60)
+def test_host_names_a_missing_library(tmp_path):
+    done = subprocess.run([str(BUILD / "host"), str(MODELS[DTYPES[0], "dynamo"]), "no_such_library.so",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr.startswith("host: ") and "no_such_library.so" in done.stderr
-

@@ -1,79 +1,112 @@
-"""The ORT op: both exported models against PyTorch and the reference, a node
-without the optional weight, the shapes it declares, its errors."""
+"""The ORT op, run in child processes (conftest.run_ort): every exported model
+against PyTorch and the reference; nodes written by hand without each optional
+input; the shapes its shape function declares; its errors; concurrent runs."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-import torch
-from conftest import LIBRARY, MODELS
-from onnx import TensorProto, helper
+from conftest import LIBRARY, MODELS, OrtError, run_ort
+from onnx import helper
+from test_export import ELEMENT
+from test_torch_op import SHARED, assert_outputs_equal, call, expected
 
-import op  # noqa: F401  (loads the PyTorch op)
-from reference import EXPORTED_SCALE, reference
-
-
-def session(model):
-    options = ort.SessionOptions()
-    options.register_custom_ops_library(str(LIBRARY))
-    source = str(model) if not hasattr(model, "SerializeToString") else model.SerializeToString()
-    return ort.InferenceSession(source, options)
+from samples import sample
+from schema import ATTRIBUTES, DTYPES, EXPORTED, INPUTS, NAME, NAMESPACE, OPTIONAL, OUTPUTS
 
 
-def single_node_model(inputs=("x", "weight"), **attributes):
-    """A node written by hand: it may omit weight, and declares no output shape."""
-    node = helper.make_node("scaled_row_sum", list(inputs), ["sum", "argmax"], domain="my_ops", **attributes)
-    declared = {"x": ["rows", "cols"], "weight": ["cols"]}
+@pytest.mark.parametrize("dtype, route", sorted(MODELS))
+@pytest.mark.parametrize("largest", [1, 9, 300])
+def test_ort_equals_pytorch_and_the_reference(rng, dtype, route, largest):
+    arrays = sample(dtype, rng, with_optional=True, largest=largest)
+    got = run_ort(MODELS[dtype, route], arrays)
+    for g, t in zip(got, call(arrays)):
+        np.testing.assert_array_equal(g, t)  # the same kernel: equal to the bit
+    assert_outputs_equal(got, expected(arrays), dtype)
+
+
+def attribute_values(**changes):
+    values = {**EXPORTED, **changes}
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def single_node_model(dtype, inputs=tuple(INPUTS), attributes=None):
+    """A node written by hand: it may omit optional inputs, and its graph
+    declares no output shape, so what a session shows comes from infer_shape."""
+    node = helper.make_node(NAME, list(inputs), list(OUTPUTS), domain=NAMESPACE,
+                            **(attribute_values() if attributes is None else attributes))
     graph = helper.make_graph(
-        [node], "scaled_row_sum",
-        [helper.make_tensor_value_info(name, TensorProto.FLOAT, declared[name]) for name in inputs if name],
-        [helper.make_tensor_value_info("sum", TensorProto.FLOAT, None),
-         helper.make_tensor_value_info("argmax", TensorProto.INT64, None)])
-    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("my_ops", 1)]
+        [node], NAME,
+        [helper.make_tensor_value_info(name, ELEMENT[dtype if INPUTS[name][0] == "T" else INPUTS[name][0]],
+                                       INPUTS[name][1]) for name in inputs if name],
+        [helper.make_tensor_value_info(name, ELEMENT[dtype if element == "T" else element], None)
+         for name, (element, _) in OUTPUTS.items()])
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid(NAMESPACE, 1)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=10)  # onnx writes IR 14; older ORT refuse it
 
 
-@pytest.mark.parametrize("route", sorted(MODELS))
-@pytest.mark.parametrize("rows", [1, 7, 300])
-def test_ort_equals_pytorch(rng, route, rows):
-    x = rng.standard_normal((rows, 4), dtype=np.float32)
-    weight = rng.standard_normal(4, dtype=np.float32)
-    total, argmax = session(MODELS[route]).run(None, {"x": x, "weight": weight})
-    expected = torch.ops.my_ops.scaled_row_sum(torch.from_numpy(x), torch.from_numpy(weight), EXPORTED_SCALE)
-    np.testing.assert_array_equal(total, expected[0].numpy())  # the same kernel: equal to the bit
-    np.testing.assert_array_equal(argmax, expected[1].numpy())
-    np.testing.assert_allclose(total, reference(x, weight, EXPORTED_SCALE)[0], rtol=1e-5, atol=1e-6)
+def without(name, empty_name):
+    """The node's inputs without ``name``: left out at the end, or named ""."""
+    inputs = [("" if n == name else n) for n in INPUTS]
+    if not empty_name:
+        while inputs and inputs[-1] == "":
+            inputs.pop()
+    return inputs
 
 
-@pytest.mark.parametrize("inputs", [("x",), ("x", "")], ids=["dropped", "empty name"])
-def test_weight_omitted(rng, inputs):
-    x = rng.standard_normal((5, 3), dtype=np.float32)
-    total, argmax = session(single_node_model(inputs, scale=2.0)).run(None, {"x": x})
-    expected_total, expected_argmax = reference(x, None, 2.0)
-    np.testing.assert_allclose(total, expected_total, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(argmax, expected_argmax)
+if OPTIONAL:  # (an op without one has nothing to test here)
+    @pytest.mark.parametrize("dtype", DTYPES)
+    @pytest.mark.parametrize("name", OPTIONAL)
+    @pytest.mark.parametrize("empty_name", [False, True], ids=["dropped", "empty name"])
+    def test_optional_input_omitted(rng, dtype, name, empty_name):
+        arrays = sample(dtype, rng, with_optional=True)
+        del arrays[name]
+        inputs = without(name, empty_name)
+        got = run_ort(single_node_model(dtype, inputs), {n: arrays[n] for n in inputs if n})
+        assert_outputs_equal(got, expected(arrays), dtype)
 
 
-def test_declared_shapes_keep_the_symbol():
-    """Read from the shape function: the hand-written node declares none."""
-    outputs = session(single_node_model(scale=1.0)).get_outputs()
-    assert [(o.name, o.type, o.shape) for o in outputs] == [
-        ("sum", "tensor(float)", ["rows"]), ("argmax", "tensor(int64)", ["rows"])]
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_declared_shapes_keep_every_name(dtype):
+    """Read from the shape function: the hand-written node declares no output shape."""
+    import onnxruntime as ort  # in this process only to read declarations: no run
+
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(LIBRARY))
+    session = ort.InferenceSession(single_node_model(dtype).SerializeToString(), options)
+    declared = {o.name: (o.type, o.shape) for o in session.get_outputs()}
+    types = {"float16": "float16", "float32": "float", "float64": "double", "int64": "int64", "int32": "int32",
+             "bool": "bool"}
+    for name, (element, sizes) in OUTPUTS.items():
+        assert declared[name] == (f"tensor({types[dtype if element == 'T' else element]})", sizes), name
 
 
-def test_bad_weight_fails_the_run_by_name():
-    with pytest.raises(Exception) as raised:
-        session(single_node_model(scale=1.0)).run(None, {"x": np.ones((2, 3), np.float32),
-                                                         "weight": np.ones(5, np.float32)})
-    assert "INVALID_ARGUMENT" in str(raised.value)
-    assert "scaled_row_sum: weight must have one value per column of x (3), got 5" in str(raised.value)
+if SHARED:  # (an op without one has nothing to test here)
+    @pytest.mark.parametrize("name, axis", SHARED[:1])
+    def test_inconsistent_sizes_fail_the_run_by_name(rng, name, axis):
+        arrays = sample(DTYPES[0], rng, smallest=2)
+        arrays[name] = np.concatenate([arrays[name], arrays[name].take([0], axis=axis)], axis=axis)
+        with pytest.raises(OrtError) as raised:
+            run_ort(MODELS[DTYPES[0], "dynamo"], arrays)
+        assert raised.value.stage == "run" and "INVALID_ARGUMENT" in str(raised.value)
+        assert f"{NAME}: " in str(raised.value) and "must have shape" in str(raised.value)
 
 
-@pytest.mark.parametrize("attributes, message", [
-    ({}, "attribute scale (a FLOAT) is missing or not a float"),
-    ({"scale": 2}, "attribute scale (a FLOAT) is missing or not a float"),
-    ({"scale": float("inf")}, "scale must be finite, got inf"),
-])
-def test_bad_attribute_fails_the_session(attributes, message):
-    with pytest.raises(Exception) as raised:
-        session(single_node_model(**attributes))
-    assert f"scaled_row_sum: {message}" in str(raised.value)
+# ORT reads a list of another type as an empty list: csrc/ort_op.cc tells them apart.
+WRONG = {"FLOAT": "a", "INT": 1.5, "STRING": 2, "INTS": 3, "FLOATS": [1, 2]}
+
+
+if ATTRIBUTES:  # (an op without one has nothing to test here)
+    @pytest.mark.parametrize("name", list(ATTRIBUTES))
+    def test_attribute_of_a_wrong_type_fails_the_session(name):
+        model = single_node_model(DTYPES[0], attributes=attribute_values(**{name: WRONG[ATTRIBUTES[name]]}))
+        with pytest.raises(OrtError) as raised:
+            run_ort(model, {})
+        assert raised.value.stage == "session"
+        assert f"{NAME}: attribute {name} (a {ATTRIBUTES[name]}) is missing or not a {ATTRIBUTES[name]}" in str(raised.value)
+
+
+def test_concurrent_runs_on_different_inputs(rng):
+    """One session, 4 threads, 12 different inputs of different sizes at once:
+    a race between runs (state shared in the kernel) shows as a mismatch."""
+    dtype = DTYPES[-1]
+    feeds = [sample(dtype, rng, with_optional=True, smallest=50, largest=400) for _ in range(12)]
+    assert "equal their lone runs" in run_ort(MODELS[dtype, "dynamo"], feeds, threads=4, rounds=4)

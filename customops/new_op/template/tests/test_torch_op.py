@@ -1,4 +1,6 @@
-"""The PyTorch op against the numpy reference, its registration, its errors."""
+"""The PyTorch op against the numpy reference for each dtype, with and without
+each optional input; its registration (opcheck); the shape and dtype errors
+that follow from the schema."""
 
 import numpy as np
 import pytest
@@ -6,44 +8,88 @@ import torch
 
 import op  # noqa: F401  (loads the op)
 from reference import reference
+from samples import sample
+from schema import DTYPES, EXPORTED, INPUTS, NAME, NAMESPACE, OPTIONAL, OUTPUTS
 
-OP = torch.ops.my_ops.scaled_row_sum
-
-
-@pytest.mark.parametrize("rows, cols", [(1, 1), (5, 3), (64, 17), (0, 4)])
-@pytest.mark.parametrize("with_weight", [True, False])
-def test_equals_reference(rng, rows, cols, with_weight):
-    x = rng.standard_normal((rows, cols), dtype=np.float32)
-    weight = rng.standard_normal(cols, dtype=np.float32) if with_weight else None
-    scale = float(rng.uniform(-2, 2))
-    total, argmax = OP(torch.from_numpy(x), None if weight is None else torch.from_numpy(weight), scale)
-    expected_total, expected_argmax = reference(x, weight, scale)
-    np.testing.assert_allclose(total.numpy(), expected_total, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(argmax.numpy(), expected_argmax)
+OP = getattr(getattr(torch.ops, NAMESPACE), NAME)
+TOLERANCE = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-12}
 
 
-def test_argmax_takes_the_first_of_equal_terms():
-    _, argmax = OP(torch.tensor([[1.0, 3.0, 3.0]]), None, 1.0)
-    assert argmax.tolist() == [1]
+def call(arrays):
+    """OP on numpy arrays (an absent optional input: None), outputs as numpy."""
+    tensors = [None if arrays.get(name) is None else torch.from_numpy(arrays[name]) for name in INPUTS]
+    outputs = OP(*tensors, **EXPORTED)
+    return [t.numpy() for t in (outputs if isinstance(outputs, tuple) else (outputs,))]
 
 
-@pytest.mark.parametrize("with_weight", [True, False])
-def test_opcheck(rng, with_weight):
+def expected(arrays):
+    outputs = reference(**arrays, **EXPORTED)
+    return list(outputs) if isinstance(outputs, tuple) else [outputs]
+
+
+def assert_outputs_equal(got, want, dtype):
+    assert len(got) == len(want) == len(OUTPUTS)
+    for (name, (element, _)), g, w in zip(OUTPUTS.items(), got, want):
+        assert g.dtype == np.dtype(dtype if element == "T" else element), name
+        assert g.shape == np.shape(w), name
+        if np.issubdtype(g.dtype, np.floating):
+            np.testing.assert_allclose(g, w, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype], err_msg=name)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_optional", [True, False] if OPTIONAL else [True])
+@pytest.mark.parametrize("largest", [1, 9, 300])
+def test_equals_reference(rng, dtype, with_optional, largest):
+    arrays = sample(dtype, rng, with_optional, largest=largest)
+    assert_outputs_equal(call(arrays), expected(arrays), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_optional", [True, False] if OPTIONAL else [True])
+def test_opcheck(rng, dtype, with_optional):
     """Schema, fake kernel against the real one, registrations."""
-    x = torch.from_numpy(rng.standard_normal((6, 4), dtype=np.float32))
-    weight = torch.from_numpy(rng.standard_normal(4, dtype=np.float32)) if with_weight else None
-    torch.library.opcheck(OP.default, (x, weight, 0.5))
+    arrays = sample(dtype, rng, with_optional, smallest=2)
+    args = tuple(None if arrays.get(name) is None else torch.from_numpy(arrays[name]) for name in INPUTS)
+    torch.library.opcheck(OP.default, args, EXPORTED)
 
 
-@pytest.mark.parametrize("args, error, message", [
-    ((torch.ones(3, 4), torch.ones(5), 1.0), ValueError, "weight must have one value per column of x (4), got 5"),
-    ((torch.ones(3, 0), None, 1.0), ValueError, "x needs at least one column"),
-    ((torch.ones(3, 4), None, float("nan")), ValueError, "scale must be finite, got nan"),
-    ((torch.ones(3, 4, dtype=torch.float64), None, 1.0), RuntimeError, "x must be float32 of shape (rows, cols), got Double"),
-    ((torch.ones(12), None, 1.0), RuntimeError, "x must be float32 of shape (rows, cols)"),
-    ((torch.ones(3, 4), torch.ones(2, 2), 1.0), RuntimeError, "weight must be float32 of shape (cols,)"),
-])
-def test_bad_input_is_refused_by_name(args, error, message):
-    with pytest.raises(error) as raised:
-        OP(*args)
-    assert message in str(raised.value)
+def tensors(arrays):
+    return [None if arrays.get(name) is None else torch.from_numpy(arrays[name]) for name in INPUTS]
+
+
+def wrong_dtype(element):
+    return torch.int32 if element != "int32" else torch.int64
+
+
+@pytest.mark.parametrize("name", list(INPUTS))
+def test_wrong_dtype_is_refused_by_name(rng, name):
+    args = tensors(sample(DTYPES[0], rng))
+    element = INPUTS[name][0]
+    args[list(INPUTS).index(name)] = args[list(INPUTS).index(name)].to(wrong_dtype(element))
+    with pytest.raises(RuntimeError, match=f"{NAME}: {name} must be .*, got Int"):
+        OP(*args, **EXPORTED)
+
+
+@pytest.mark.parametrize("name", list(INPUTS))
+def test_wrong_rank_is_refused_by_name(rng, name):
+    args = tensors(sample(DTYPES[0], rng))
+    index = list(INPUTS).index(name)
+    args[index] = args[index].unsqueeze(0)
+    with pytest.raises(ValueError, match=f"{NAME}: {name} must have shape"):
+        OP(*args, **EXPORTED)
+
+
+# Each named size that two inputs share, and each static size: changed on one input only.
+SHARED = [(name, axis) for name, (_, dims) in INPUTS.items() for axis, d in enumerate(dims)
+          if isinstance(d, int) or any(d in other for n, (_, other) in INPUTS.items() if n != name)]
+
+
+if SHARED:  # (an op without one has nothing to test here)
+    @pytest.mark.parametrize("name, axis", SHARED)
+    def test_inconsistent_size_is_refused_by_name(rng, name, axis):
+        arrays = sample(DTYPES[0], rng, smallest=2)
+        arrays[name] = np.concatenate([arrays[name], arrays[name].take([0], axis=axis)], axis=axis)
+        with pytest.raises(ValueError, match=f"{NAME}: \\w+ must have shape"):
+            OP(*tensors(arrays), **EXPORTED)
