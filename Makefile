@@ -14,7 +14,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # JupyterLab refuses to run as root unless told (containers often are root).
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup lab test cpp headers ort-venvs torch-cluster notebooks bench sanitize mutants clean
+.PHONY: setup lab test cpp headers ort-venvs torch-envs torch-cluster notebooks bench sanitize mutants clean
 
 setup: $(BUILT)
 
@@ -51,8 +51,9 @@ torch-cluster: $(DEPS)
 # starts (tests/test_lab.py checks this list against what the notebooks use):
 # the package and its ORT library (setup), the C++ program 08 runs (cpp), the
 # ORT headers 07 compiles against (headers), the older onnxruntime 02 loads
-# (ort-venvs), and Chromium for the static Netron pictures.
-NOTEBOOK_NEEDS := setup cpp headers ort-venvs $(CHROMIUM)
+# (ort-venvs), the other torch 20 runs its wheel in (torch-envs), and Chromium
+# for the static Netron pictures.
+NOTEBOOK_NEEDS := setup cpp headers ort-venvs torch-envs $(CHROMIUM)
 
 lab: $(NOTEBOOK_NEEDS)
 	$(VENV)/bin/jupyter lab --no-browser $(LAB_ROOT) --notebook-dir=notebooks
@@ -62,12 +63,24 @@ headers: $(DEPS)
 	$(PY) -m customops.headers > /dev/null
 
 # Other onnxruntime releases the notebooks run models on, one small venv each
-# in build/ort-venvs/ (tools/ort_venv.py; about 30 s each the first time).
+# cached in ~/.cache/customops/venvs (python -m customops.envs; about 15-30 s
+# each the first time, instant afterwards).
 NOTEBOOK_ORT_RELEASES := 1.24.4 1.25.0 1.31.1
 
 ort-venvs: $(DEPS)
 	for version in $(NOTEBOOK_ORT_RELEASES); do \
-	  $(PY) tools/ort_venv.py $$version > /dev/null || exit 1; \
+	  $(PY) -m customops.envs onnxruntime==$$version > /dev/null || exit 1; \
+	done
+
+# Other torch releases notebook 19 installs its wheel beside, each with the
+# onnxruntime named here, cached like the onnxruntime venvs (torch 2.13.0+cpu,
+# the CPU-only wheel, with onnxruntime 1.24.4: 33 s and 1.1 GB the first time).
+NOTEBOOK_TORCH_RELEASES := 2.13.0+cpu
+TORCH_ENV_ORT := 1.24.4
+
+torch-envs: $(DEPS)
+	for version in $(NOTEBOOK_TORCH_RELEASES); do \
+	  $(PY) -m customops.envs torch==$$version onnxruntime==$(TORCH_ENV_ORT) > /dev/null || exit 1; \
 	done
 
 # The notebooks run as tests, so they need what they need in JupyterLab.

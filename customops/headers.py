@@ -54,9 +54,14 @@ def _complete(directory: Path) -> bool:
     return all((directory / name).is_file() for name in REQUIRED)
 
 
+def cache_root() -> Path:
+    """``$CUSTOMOPS_CACHE`` or ``~/.cache/customops``: the headers, and the venvs of
+    ``python -m customops.envs``."""
+    return Path(os.environ.get("CUSTOMOPS_CACHE") or Path.home() / ".cache" / "customops")
+
+
 def cache_dir() -> Path:
-    root = os.environ.get("CUSTOMOPS_CACHE") or Path.home() / ".cache" / "customops"
-    return Path(root) / f"onnxruntime-headers-{HEADERS_VERSION}"
+    return cache_root() / f"onnxruntime-headers-{HEADERS_VERSION}"
 
 
 def verify_sha256(archive: Path, expected: str = NPM_TARBALL_SHA256) -> None:

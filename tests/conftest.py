@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-# tools/ort_venv.py: venvs of other onnxruntime releases, shared with notebook 02
+# tools/: mutants.py, which test_mutants imports
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 

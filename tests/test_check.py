@@ -100,7 +100,7 @@ def test_each_bug_fails_its_check(bug, libraries, scale_add):
     checks = [] if not BUGS[bug] else \
         [a for name in {BUGS[bug][0], "determinism", "library"} for a in ("--check", name)]
     if bug == "BUG_API_VERSION":  # a release older than the headers, even on a fresh clone
-        from ort_venv import ort_python
+        from customops.envs import ort_python
 
         checks += ["--runtime", str(ort_python("1.24.4"))]
     done = subprocess.run(
@@ -156,10 +156,10 @@ def test_cannot_run_is_one_line_and_exit_2(tmp_path, scale_add):
 
 
 def test_runtime_option_names_the_releases_to_run(libraries, scale_add):
-    """--runtime replaces the venvs of build/ort-venvs: only the release given
+    """--runtime replaces the cached onnxruntime venvs: only the release given
     (and the installed one) runs the samples; a path that is no python is
     refused in one line."""
-    from ort_venv import ort_python
+    from customops.envs import ort_python
 
     def check_with(*runtimes):
         return subprocess.run(

@@ -29,7 +29,7 @@ from customops import doctor
 from customops.doctor import probe
 from customops.ort import library_path
 from helpers import single_node_model
-from ort_venv import ort_python
+from customops.envs import ort_python
 from test_deploy import BROKEN_ON_PURPOSE, export_cases
 
 ROOT = Path(__file__).resolve().parent.parent

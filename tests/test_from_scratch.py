@@ -18,7 +18,7 @@ import pytest
 from helpers import single_node_model
 
 from customops import headers
-from ort_venv import ort_python  # noqa: E402
+from customops.envs import ort_python
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SOURCES = [EXAMPLES / "my_first_op" / "embed_lite.cc", EXAMPLES / "my_first_op" / "embed_classic.cc",

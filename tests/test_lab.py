@@ -22,11 +22,13 @@ USES = {
     "setup": re.compile(r"^\s*(import customops|from customops\b)", re.M),  # package + ORT library
     "headers": re.compile(r"\bcustomops\.headers\b"),  # ORT C/C++ headers for g++ lines
     "ort-venvs": re.compile(r"\bort_python\("),  # another onnxruntime release
+    "torch-envs": re.compile(r"\btorch_python\("),  # another torch release
     CHROMIUM: re.compile(r"\bnetron_view\("),  # static Netron picture
 }
 # A file of the repository's build/ that a notebook runs or reads (notebooks run in notebooks/).
 BUILD_PATH = re.compile(r"\.\./(build/[\w./-]+)")
 ORT_RELEASE = re.compile(r"""\bort_python\(\s*["'](\d+\.\d+\.\d+)["']""")
+TORCH_ENV = re.compile(r"""\btorch_python\(\s*["']([\w.+]+)["'],\s*["']onnxruntime==([\d.]+)["']\)""")
 
 
 def code(notebook: Path) -> str:
@@ -92,6 +94,13 @@ def test_the_ort_releases_the_notebooks_run_are_the_ones_make_lab_installs():
     assert used == prepared
 
 
+def test_the_torch_envs_the_notebooks_run_are_the_ones_make_lab_installs():
+    _, variables = database()
+    prepared = {(v, variables["TORCH_ENV_ORT"]) for v in variables["NOTEBOOK_TORCH_RELEASES"].split()}
+    used = {pair for nb in NOTEBOOKS for pair in TORCH_ENV.findall(code(nb))}
+    assert used == prepared
+
+
 def test_make_test_builds_what_make_lab_builds():
     """The notebooks run under nbval in `make test`: from a fresh clone it
     must build their needs too, not only the package."""
@@ -109,7 +118,8 @@ def test_the_cpp_program_of_notebook_08_is_what_make_lab_builds():
 
 @pytest.mark.parametrize("target, command", [
     ("headers", "-m customops.headers"),
-    ("ort-venvs", "tools/ort_venv.py"),
+    ("ort-venvs", "-m customops.envs onnxruntime=="),
+    ("torch-envs", "-m customops.envs torch=="),
 ])
 def test_the_targets_run_the_tools_the_notebooks_call(target, command):
     done = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True)

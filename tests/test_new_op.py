@@ -7,6 +7,7 @@ building or testing fails here."""
 import importlib.metadata
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from customops import new_op
+from customops.envs import torch_python
 from customops.new_op.schema import build
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -275,6 +277,37 @@ def test_a_crash_of_the_ort_op_fails_one_named_case(project, tmp_path):
     assert "onnxruntime died of signal 6" in done.stdout
     assert re.search(r"\d+ failed, \d+ passed", done.stdout)
 
+
+def test_make_wheel_runs_next_to_another_torch_and_onnxruntime(project, tmp_path):
+    """`make wheel`: one wheel whose import name is the namespace; installed next to
+    torch 2.13.0+cpu and onnxruntime 1.24.4 (customops.envs), the torch op and the
+    ORT library (get_library_path()) run the exported model's inputs and agree."""
+    directory, _ = project
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(["make", "wheel", f"PYTHON={sys.executable}"], cwd=directory, capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    wheel, = (directory / "build" / "dist").glob("*.whl")
+    assert wheel.name.startswith(f"{NAMESPACE}-0.1.0-") and wheel.name.endswith("linux_x86_64.whl")
+    python = torch_python("2.13.0+cpu", "onnxruntime==1.24.4")
+    site = tmp_path / "site"
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--target", site, wheel], check=True)
+    exported = runpy.run_path(str(directory / "schema.py"))["EXPORTED"]
+    user = f"""import sys, numpy as np, onnxruntime as ort, torch, {NAMESPACE}
+x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+weight = np.linspace(0.5, 2, 4, dtype=np.float32)
+by_torch = torch.ops.{NAMESPACE}.{NAME}(torch.from_numpy(x), torch.from_numpy(weight), **{exported!r})
+options = ort.SessionOptions()
+options.register_custom_ops_library({NAMESPACE}.get_library_path())
+session = ort.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+by_ort = session.run(None, {{"x": x, "weight": weight}})
+print(torch.__version__, ort.__version__, len(by_ort) == len(by_torch) and
+      all(np.allclose(o, t.numpy(), atol=1e-5) for o, t in zip(by_ort, by_torch)))
+"""
+    done = subprocess.run([python, "-c", user, directory / "build" / f"{NAME}_float32.onnx"], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(site)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2.13.0+cpu", "1.24.4", "True"]
 
 @pytest.mark.parametrize("args", [RADIUS_GRAPH, EVERY_KIND], ids=["radius_graph", "every_kind"])
 def test_a_project_from_a_schema_passes_its_tests_untouched(tmp_path, args):

@@ -1,8 +1,8 @@
 """The library against other onnxruntime releases than the pinned one.
 
 Each release gets a small venv of its own (onnxruntime + numpy from PyPI,
-built once and cached in build/ort-venvs/ by tools/ort_venv.py, which
-notebook 02 and the doctor's tests share).  The oldest supported release and
+built once and cached outside the repository by customops.envs, which
+the notebooks and the doctor's tests share).  The oldest supported release and
 the newest one measured run every op with the pinned runtime's results; the
 release before the oldest gets a clear refusal, not a crash.
 """
@@ -14,11 +14,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from customops.envs import ort_python, venvs_dir
 from customops.ort import library_path
 from helpers import single_node_model
 from optable import OPS, basic_samples
-
-from ort_venv import ort_python
 
 SCRIPT = textwrap.dedent("""
     import sys, numpy as np, onnxruntime as ort
@@ -103,14 +102,14 @@ def test_the_api_version_is_the_minor_version(version):
 
 
 def test_a_release_venv_holds_onnxruntime_and_numpy_only():
-    """docs/versions.md: build/ort-venvs/onnxruntime-<version>/ holds that
+    """docs/versions.md: the cached venv onnxruntime-<version>/ holds that
     onnxruntime and numpy, no onnx or torch: models are built in the main venv."""
     python = ort_python(OLDEST)
     probe = ("import importlib.util as u; "
              "print([m for m in ('onnxruntime', 'numpy', 'onnx', 'torch') if u.find_spec(m)])")
     done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
     assert done.stdout.strip() == "['onnxruntime', 'numpy']", done.stderr
-    assert python.parts[-5:-2] == ("build", "ort-venvs", f"onnxruntime-{OLDEST}")
+    assert python == venvs_dir() / f"onnxruntime-{OLDEST}" / "bin" / "python"
 
 
 def test_older_runtime_is_refused_with_a_message(tmp_path):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import tempfile
 
+from .. import envs
 from . import hostile, library, runtimes, valid
 from .record import CHECKS
 from .runner import run_cases
@@ -46,13 +47,13 @@ def run(model, libraries, samples, reference=None, *, rtol=1e-5, atol=1e-6, thre
     ``reference(**arrays)`` returns the expected outputs in the model's output
     order (an array or a tuple).  ``threads`` threads share one session and
     each makes ``calls`` runs, going round the samples.  ``runtimes_python``: the pythons of other onnxruntime
-    releases (default: the venvs in build/ort-venvs).  ``timeout``: seconds a
+    releases (default: the cached venvs of `customops.envs`).  ``timeout``: seconds a
     case may take before it counts as a hang.  Raises CannotRun when the
     check cannot start."""
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         raise CannotRun(f"unknown check {', '.join(unknown)}; the checks: {', '.join(CHECKS)}")
-    pythons = runtimes.prepared_runtimes() if runtimes_python is None else runtimes_python
+    pythons = envs.ort_releases() if runtimes_python is None else runtimes_python
     with tempfile.TemporaryDirectory(prefix="customops-check-") as workdir:
         target = read(model, libraries, samples, reference, rtol, atol, workdir)
         cases = valid.cases(target, threads, calls)

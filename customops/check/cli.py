@@ -39,8 +39,8 @@ def main(argv=None) -> int:
                              f"{', '.join(CHECKS)})")
     parser.add_argument("--runtime", action="append", metavar="PYTHON",
                         help="the python of another onnxruntime release's environment, for the "
-                             "runtimes and library checks (repeatable; default: the venvs "
-                             "`make ort-venvs` prepared in this repository's build/ort-venvs)")
+                             "runtimes and library checks (repeatable; default: the onnxruntime venvs "
+                             "cached by python -m customops.envs)")
     parser.add_argument("--json", action="store_true",
                         help='print {"ok": bool, "checks": [{"name", "ok", "detail"}]}')
     args = parser.parse_args(argv)
@@ -53,7 +53,8 @@ def main(argv=None) -> int:
     for python in args.runtime or []:
         if not (os.path.isfile(python) and os.access(python, os.X_OK)):
             print(f"customops.check: --runtime {printable(python)}: not an executable python "
-                  "(give an environment's bin/python, e.g. one of python tools/ort_venv.py)",
+                  "(give an environment's bin/python, e.g. what "
+                  "python -m customops.envs onnxruntime==1.24.4 prints)",
                   file=sys.stderr)
             return 2
     try:

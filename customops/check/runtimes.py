@@ -1,8 +1,8 @@
 """The runtimes check: the samples in each onnxruntime release at hand.
 
-Other releases are the venvs tools/ort_venv.py prepares in build/ort-venvs/
-of this repository (`make ort-venvs`), or any python given; each holds only
-onnxruntime and numpy, which is all child.py needs.  A release that refuses
+Other releases are the venvs `python -m customops.envs onnxruntime==VERSION`
+caches (`make ort-venvs` prepares the course's), or any python given; each
+holds only onnxruntime and numpy, which is all child.py needs.  A release that refuses
 the library or the model is reported with its message (a library may well
 support only newer runtimes); one that crashes, hangs or gives other outputs
 than the installed runtime fails the check.
@@ -10,25 +10,12 @@ than the installed runtime fails the check.
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import numpy as np
 import onnxruntime
 
 from .record import record
 from .runner import run_cases, stopped
 from .valid import compare, line, outputs
-
-VENVS = Path(__file__).resolve().parents[2] / "build" / "ort-venvs"
-
-
-def prepared_runtimes() -> list:
-    """The pythons of the venvs in build/ort-venvs, oldest release first."""
-    found = [p / "bin" / "python" for p in VENVS.glob("onnxruntime-*")
-             if re.fullmatch(r"onnxruntime-[\d.]+", p.name) and (p / "bin" / "python").exists()]
-    return sorted(found, key=lambda p: [int(x) for x in p.parent.parent.name[12:].split(".")])
-
 
 def check(target, results, pythons, timeout):
     reports, failed = [], None
