@@ -4,6 +4,7 @@ kernel is wrong, one case at a time when the ORT op crashes).  The template is
 checked only through what the generator writes, so a template that stops
 building or testing fails here."""
 
+import importlib.metadata
 import os
 import re
 import runpy
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+import torch
 
 from customops import new_op
 from customops.envs import torch_python
@@ -24,9 +26,9 @@ OP, NAMESPACE, NAME = "geo::ball_sum", "geo", "ball_sum"
 TEMPLATE_WORDS = re.compile(r"my_ops|scaled_row_sum|ScaledRowSum")
 RADIUS_GRAPH = ("geo::radius_graph(Tensor pos, Tensor? batch, float r, int max_num_neighbors=32) -> Tensor edge_index",
                 "--dtypes", "float32,float64", "--shapes", "pos: T[n,3]; batch: int64[n]; edge_index: int64[2,E]")
-# Every argument kind, an optional input before a present one, a fixed-type
-# input, two outputs, a data-dependent size, float16.
-EVERY_KIND = ('lab::every_kind(Tensor x, Tensor? w, Tensor? bias, float alpha, int k=3, bool flag=True, '
+# Every argument kind, an optional input before a present one, one defaulting to
+# None, a fixed-type input, two outputs, a data-dependent size, float16.
+EVERY_KIND = ('lab::every_kind(Tensor x, Tensor? w, Tensor? bias=None, float alpha=0.25, int k=3, bool flag=True, '
               'str mode="sum", int[] dims=[1, 2], float[] weights=[0.5]) -> (Tensor y, Tensor idx)',
               "--dtypes", "float32,float64,float16", "--shapes", "x: T[b, c]; w: T[c]; bias: float32[2]; "
               "y: T[b, c]; idx: int64[b, K]")
@@ -78,6 +80,12 @@ def test_refuses_a_bad_name_with_the_rule_in_one_line(tmp_path, spec, message):
     (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: T[Stored]"], "the size 'Stored' is a name the generated code uses"),
     (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: int64[n]"], "give one required input type T"),
     (["geo::f", "--dtypes", "float64"], "--dtypes and --shapes need the op's schema"),
+    (["geo::voxel_downsample(Tensor pos, float voxel_size, Tensor? weight) -> (Tensor centroids, Tensor counts)"],
+     "argument 'weight': Tensor arguments must come before attributes (float voxel_size)"),
+    (["geo::f(Tensor x, Tensor? w=0) -> Tensor y"], "argument 'w': a Tensor takes no default; an optional one"),
+    (["geo::f(Tensor x=None) -> Tensor y"], "argument 'x': a Tensor takes no default"),
+    (["geo::f(Tensor x, float r=1.0, int k) -> Tensor y"], "argument 'k' has no default but follows 'r'"),
+    (["geo::f(Tensor x, Tensor? w=None, float r) -> Tensor y"], "argument 'r' has no default but follows 'w'"),
 ])
 def test_refuses_a_bad_schema_in_one_line_writing_nothing(tmp_path, args, message):
     done = run_new_op(args[0], tmp_path / "project", *args[1:])
@@ -96,9 +104,42 @@ def test_the_schema_model():
     assert op.symbols() == ["n"] and op.data_dependent() == ["E"] and op.dtypes == ["float32", "float64"]
     every = build(EVERY_KIND[0])
     assert [a.onnx_type for a in every.attributes] == ["FLOAT", "INT", "INT", "STRING", "INTS", "FLOATS"]
-    assert [a.default for a in every.attributes] == [None, 3, True, "sum", [1, 2], [0.5]]
+    assert [a.default for a in every.attributes] == [0.25, 3, True, "sum", [1, 2], [0.5]]
+    assert [(t.optional, t.default_none) for t in every.inputs] == [(False, False), (True, False), (True, True)]
     # not listed: type T, the first input's shape
     assert [(t.dtype, t.dims) for t in every.inputs + every.outputs] == [("T", ["x_size"])] * 5
+
+
+def test_help_states_the_argument_order():
+    done = run_new_op("--help")
+    assert done.returncode == 0
+    assert "the Tensor arguments first, then the attributes, the arguments with a default last" in \
+        " ".join(done.stdout.split())
+
+
+def test_an_optional_tensor_may_default_to_none(tmp_path):
+    """Kept in the schema torch is given, which torch accepts; the fake kernel takes it as a default."""
+    spec = "geo::voxel_downsample(Tensor pos, Tensor? weight=None, float voxel_size=0.5) -> Tensor centroids"
+    new_op.generate(spec, tmp_path)
+    schema = "voxel_downsample(Tensor pos, Tensor? weight=None, float voxel_size=0.5) -> Tensor centroids"
+    assert f'm.def("{schema}");' in (tmp_path / "csrc" / "torch_binding.cpp").read_text()
+    assert "def _(pos, weight=None, voxel_size=0.5):" in (tmp_path / "op.py").read_text()
+    library = torch.library.Library("new_op_test_none", "DEF")
+    library.define(schema)  # torch's own parser: raises on a schema it refuses
+    assert "Tensor? weight=None" in str(torch.ops.new_op_test_none.voxel_downsample.default._schema)
+
+
+def test_the_check_the_project_runs_is_named(tmp_path):
+    """The project's check test names the customops.check it runs (this repository's here)."""
+    new_op.generate(RADIUS_GRAPH[0], tmp_path, RADIUS_GRAPH[2], RADIUS_GRAPH[4])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(tmp_path / "tests"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", "import test_check; print(test_check.CHECK)"], cwd=tmp_path,
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    version = importlib.metadata.version("customops")
+    assert done.stdout.strip() == f"customops.check from {REPOSITORY / 'customops' / 'check'} (customops {version})"
+    assert "customops.check from DIR (customops VERSION)" in (tmp_path / "README.md").read_text()
 
 
 def test_refuses_a_non_empty_directory(tmp_path):
@@ -135,6 +176,20 @@ def test_readme_keeps_the_course_op_and_names_the_files_to_edit(tmp_path):
     assert "1. `csrc/radius_graph.h`: the body of `radius_graph`" in readme
     assert "and of `radius_graph_E`, the rule that computes `E` from the data" in readme
     assert "2. `reference.py`" in readme
+    # the project's own sizes, outputs and commands, not the template's
+    assert "**A size only the data give** (`E` of `edge_index: int64[2, E]`)" in readme
+    assert "    build/host build/radius_graph_float32.onnx build/libradius_graph_ort.so run\n" in readme
+    assert "The C++ host reads run/pos.npy, run/batch.npy and writes run/edge_index.npy" in readme
+    assert ("    path/to/run_model --library build/libradius_graph_ort.so build/radius_graph_float32.onnx "
+            "pos=run/pos.npy batch=run/batch.npy --out run\n") in readme
+    assert "    ORT_PYTHON=$(python -m customops.envs onnxruntime==1.24.4)   # or an older release\n" in readme
+    assert '"batch": np.load("run/batch.npy")' in readme
+    assert "`batch` (optional in the schema) is a required input" in readme
+    assert 'single_node_model("float32", without("batch", False))' in readme
+    doc = (tmp_path / "op.py").read_text()
+    assert "    edge_index = torch.ops.geo.radius_graph(pos, batch, r, max_num_neighbors=32)\n" in doc
+    assert "with None for an absent batch." in doc
+    assert not TEMPLATE_WORDS.search(readme.replace("my_ops::ball_query", "") + doc)
 
 
 def make_test(directory):

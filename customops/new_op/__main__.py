@@ -19,7 +19,9 @@ def main(argv=None) -> int:
                     "You write the math (csrc/NAME.h and reference.py).")
     parser.add_argument("op", metavar="SCHEMA",
                         help='the op\'s torch.library schema, e.g. "geo::radius_graph(Tensor pos, Tensor? batch, '
-                             'float r, int max_num_neighbors=32) -> Tensor edge_index"; NS::NAME alone gives '
+                             'float r, int max_num_neighbors=32) -> Tensor edge_index": the Tensor arguments '
+                             "first, then the attributes, the arguments with a default last (a Tensor? may "
+                             "default to None, no other Tensor has a default); NS::NAME alone gives "
                              "the template's op (my_ops::scaled_row_sum) under that name")
     parser.add_argument("directory", metavar="DIR", help="a new or empty directory")
     parser.add_argument("--dtypes", help="the floating types T stands for, e.g. float32,float64 (default float32)")

@@ -259,10 +259,24 @@ def python_parameters(op: Op) -> list:
     """The schema's arguments as Python parameters, with their defaults (the
     dispatcher leaves out an argument equal to its default)."""
     defaults = {a.name: a.default for a in op.attributes if a.default is not None}
+    defaults.update({x.name: None for x in op.inputs if x.default_none})
     return [f"{name}={defaults[name]!r}" if name in defaults else name for name in op.order]
 
 
-# --- op.py: the fake kernel ---------------------------------------------------------------------
+# --- op.py: its docstring and the fake kernel ---------------------------------------------------------------------
+
+def op_doc(op: Op) -> list:
+    outs = ", ".join(x.name for x in op.outputs)
+    optional = [x.name for x in op.inputs if x.optional]
+    out = [f'"""{op.namespace}::{op.name} in PyTorch: importing this module loads the compiled',
+           "op (built by `make`) and registers its fake kernel.  Then call it with the",
+           "arguments of its schema (schema.SCHEMA), e.g.",
+           "",
+           f"    {outs} = torch.ops.{op.namespace}.{op.name}({', '.join(python_parameters(op))})"]
+    if optional:
+        out += ["", f"with None for an absent {' or '.join(optional)}."]
+    return out + ['"""']
+
 
 def fake(op: Op) -> list:
     t = first_t(op)
@@ -535,11 +549,65 @@ def readme(op: Op) -> list:
     return out
 
 
+def readme_size(op: Op) -> list:
+    first = {s: next(t for t in op.outputs if s in t.dims) for s in op.data_dependent()}
+    places = [f"`{s}` of `{t.name}: {t.dtype}[{dims_text(t.dims)}]`" for s, t in first.items()]
+    which = ", ".join(places) or \
+        "none in this op: a size named only in outputs, as `E` in `--shapes \"edge_index: int64[2,E]\"`"
+    return [f"- **A size only the data give** ({which}):",
+            "  the fake kernel in `op.py` takes it from `torch.library.get_ctx().new_dynamic_size()`; the ORT op",
+            "  computes it before it allocates the output; `export.py` names it in the models (the torch 2.x",
+            "  exporter calls it `u0`). *13_op_patterns.ipynb, § 4.*"]
+
+
+def readme_run(op: Op) -> list:
+    model, library = f"build/{op.name}_{op.dtypes[0]}.onnx", f"build/lib{op.name}_ort.so"
+    ins = [f"run/{x.name}.npy" for x in op.inputs]
+    outs = [f"run/{x.name}.npy" for x in op.outputs]
+    feeds = ", ".join(f'"{x.name}": np.load("run/{x.name}.npy")' for x in op.inputs)
+    out = ["## Running the model", "",
+           f"`{model}` (one model per exporter and dtype, see `export.py`) takes one `.npy` file per input.",
+           "Write a sample into `run/` (inputs drawn as the tests draw them):", "",
+           f"    mkdir -p run && python -c \"import numpy as np, samples; [np.save(f'run/{{k}}.npy', a) for k, a in "
+           f"samples.sample('{op.dtypes[0]}', np.random.default_rng(0)).items()]\"", "",
+           f"The C++ host reads {', '.join(ins)} and writes {', '.join(outs)}:", "",
+           f"    build/host {model} {library} run", "",
+           "The course's `run_model` (`make cpp` in the course builds `build/cpp/run_model`) does the same:", "",
+           f"    path/to/run_model --library {library} {model} "
+           + " ".join(f"{x.name}=run/{x.name}.npy" for x in op.inputs) + " --out run", "",
+           "In Python, all a deployment needs is the model, the library and onnxruntime (no torch). Choose the",
+           "python that runs it: yours, or that of a venv holding an older onnxruntime release, which",
+           "`python -m customops.envs` builds once, caches and prints:", "",
+           "    ORT_PYTHON=python                                            # the onnxruntime you have",
+           "    ORT_PYTHON=$(python -m customops.envs onnxruntime==1.24.4)   # or an older release",
+           "    \"$ORT_PYTHON\" - <<'EOF'",
+           "    import numpy as np",
+           "    import onnxruntime",
+           "    options = onnxruntime.SessionOptions()",
+           f'    options.register_custom_ops_library("{library}")',
+           f'    session = onnxruntime.InferenceSession("{model}", options)',
+           f"    print(onnxruntime.__version__, session.run(None, {{{feeds}}}))",
+           "    EOF", ""]
+    optional = [x.name for x in op.inputs if x.optional]
+    if optional:
+        names = ", ".join(f"`{n}`" for n in optional)
+        one = len(optional) == 1
+        out += [f"The exported models take every input: {names} (optional in the schema) "
+                + ("is a required input" if one else "are required inputs"),
+                "of their graph, since the exporters trace the op with every input present. "
+                + ("Feed it (a value your" if one else "Feed them (values your"),
+                "math treats as absent, if it has one), or run a node without it, as the tests do:",
+                f"`single_node_model(\"{op.dtypes[0]}\", without(\"{optional[0]}\", False))` in `tests/test_ort.py` builds",
+                "that model (the input left out, or named \"\").", ""]
+    return out
+
+
 REGIONS = {
     "math": math, "reference": reference, "math-tests": math_tests, "readme": readme, "sizes": sizes, "torch-kernel": torch_kernel,
     "torch-schema": torch_schema, "fake": fake, "translation": translation, "symbolic": symbolic,
     "schema": schema_module, "ort-attributes": ort_attributes, "ort-compute": ort_compute,
     "ort-shape": ort_shape, "ort-types": ort_types, "ort-create": ort_create, "ort-register": ort_register,
+    "readme-size": readme_size, "readme-run": readme_run, "op-doc": op_doc,
 }
 # Regions a user edits: the template keeps its own math for its own op only.
 USER_REGIONS = {"math", "reference", "math-tests"}

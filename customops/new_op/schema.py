@@ -47,6 +47,7 @@ class Tensor:
     dtype: str                     # "T" or one of ELEMENT_TYPES
     dims: list                     # ints (static) and names (symbols)
     optional: bool = False
+    default_none: bool = False     # the schema says `Tensor? name=None`
 
 
 @dataclass
@@ -103,7 +104,7 @@ class Op:
     def _arg(self, name: str) -> str:
         for tensor in self.inputs:
             if tensor.name == name:
-                return f"Tensor{'?' if tensor.optional else ''} {name}"
+                return f"Tensor{'?' if tensor.optional else ''} {name}" + ("=None" if tensor.default_none else "")
         attribute = next(a for a in self.attributes if a.name == name)
         text = f"{attribute.kind} {name}"
         if attribute.default is not None:
@@ -212,8 +213,22 @@ def parse_schema(text: str):
                 raise NewOpError(f"argument {arg_name!r} appears twice")
             names.add(arg_name)
             if default is not None and kind in TENSOR_KINDS:
-                raise NewOpError(f"argument {arg_name!r}: a Tensor takes no default")
-            arguments.append((kind, arg_name, None if default is None else parse_default(kind, arg_name, default)))
+                if kind != "Tensor?" or default.strip() != "None":
+                    raise NewOpError(f"argument {arg_name!r}: a Tensor takes no default; "
+                                     f"an optional one (Tensor?) may take =None")
+                default = "None"
+            elif default is not None:
+                default = parse_default(kind, arg_name, default)
+            # The project passes the tensors first, then the attributes (the ONNX node's
+            # inputs, then its attributes), and torch wants the defaults last.
+            attribute = next((f"{k} {n}" for k, n, _ in arguments if k not in TENSOR_KINDS), None)
+            if kind in TENSOR_KINDS and attribute:
+                raise NewOpError(f"argument {arg_name!r}: Tensor arguments must come before attributes ({attribute})")
+            defaulted = next((n for _, n, d in arguments if d is not None), None)
+            if default is None and defaulted:
+                raise NewOpError(f"argument {arg_name!r} has no default but follows {defaulted!r}, which has one: "
+                                 "torch wants the arguments with a default last")
+            arguments.append((kind, arg_name, default))
     if not any(kind == "Tensor" for kind, _, _ in arguments):
         raise NewOpError(f"{text!r}: the op needs at least one required Tensor argument")
     returns = match.group(3).strip()
@@ -283,11 +298,11 @@ def build(schema: str, dtypes: str = "float32", shapes: str = "") -> Op:
         # Not listed: type T, the first input's shape (one dimension, named after it).
         declared[first] = ("T", [f"{first}_size"])
 
-    def tensor(tensor_name, optional=False):
+    def tensor(tensor_name, optional=False, default_none=False):
         dtype, dims = declared.get(tensor_name, ("T", list(declared[first][1])))
-        return Tensor(tensor_name, dtype, dims, optional)
+        return Tensor(tensor_name, dtype, dims, optional, default_none)
 
-    inputs = [tensor(n, kind == "Tensor?") for kind, n, _ in arguments if kind in TENSOR_KINDS]
+    inputs = [tensor(n, kind == "Tensor?", default == "None") for kind, n, default in arguments if kind in TENSOR_KINDS]
     attributes = [Attribute(n, kind, default) for kind, n, default in arguments if kind not in TENSOR_KINDS]
     outputs = [tensor(n) for n in output_names]
     op = Op(namespace, name, inputs, attributes, outputs, parse_dtypes(dtypes), [n for _, n, _ in arguments])

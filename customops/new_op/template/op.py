@@ -1,9 +1,13 @@
+# <schema:op-doc>
 """my_ops::scaled_row_sum in PyTorch: importing this module loads the compiled
 op (built by `make`) and registers its fake kernel.  Then call it with the
 arguments of its schema (schema.SCHEMA), e.g.
 
-    total, argmax = torch.ops.my_ops.scaled_row_sum(x, weight, scale)
+    sum, argmax = torch.ops.my_ops.scaled_row_sum(x, weight, scale)
+
+with None for an absent weight.
 """
+# </schema:op-doc>
 
 from pathlib import Path
 

@@ -70,7 +70,10 @@ void write_npy(const std::string& path, const Ort::Value& value) {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: host MODEL.onnx LIBRARY.so DIR\n");
+    std::fprintf(stderr,
+                 "usage: host MODEL.onnx LIBRARY.so DIR\n"
+                 "  DIR holds one <input name>.npy per model input; each output is written\n"
+                 "  to DIR/<output name>.npy (the README gives the command for this project)\n");
     return 2;
   }
   try {

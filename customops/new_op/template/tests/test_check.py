@@ -2,6 +2,7 @@
 without each optional input, when the course's customops package (with its
 check module) is installed in this Python; the project never imports customops."""
 
+import importlib.metadata
 import importlib.util
 import subprocess
 import sys
@@ -22,6 +23,20 @@ def has_check() -> bool:
         return False
 
 
+def which_check() -> str:
+    """The customops.check this Python runs: whatever customops it imports,
+    which need not be the course's copy you think of."""
+    try:
+        version = importlib.metadata.version("customops")
+    except importlib.metadata.PackageNotFoundError:
+        version = "no installed distribution"
+    directory = Path(importlib.util.find_spec("customops.check").origin).parent
+    return f"customops.check from {directory} (customops {version})"
+
+
+CHECK = which_check() if has_check() else None
+
+
 @pytest.mark.skipif(not has_check(), reason="customops.check is not installed in this Python")
 @pytest.mark.parametrize("dtype, route", sorted(MODELS))
 def test_customops_check_passes(rng, dtype, route, tmp_path):
@@ -36,4 +51,4 @@ def test_customops_check_passes(rng, dtype, route, tmp_path):
         [sys.executable, "-m", "customops.check", str(MODELS[dtype, route]), "--library", str(LIBRARY),
          *samples, "--reference", f"{reference}:exported_model"],
         capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, f"{CHECK} failed:\n" + done.stdout + done.stderr

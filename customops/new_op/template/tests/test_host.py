@@ -26,3 +26,9 @@ def test_host_names_a_missing_library(tmp_path):
     done = subprocess.run([str(BUILD / "host"), str(MODELS[DTYPES[0], "dynamo"]), "no_such_library.so",
                            str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr.startswith("host: ") and "no_such_library.so" in done.stderr
+
+
+def test_host_usage_says_what_dir_holds():
+    done = subprocess.run([str(BUILD / "host")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("usage: host MODEL.onnx LIBRARY.so DIR\n")
+    assert "one <input name>.npy per model input" in done.stderr and "DIR/<output name>.npy" in done.stderr
