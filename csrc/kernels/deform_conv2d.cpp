@@ -21,6 +21,7 @@
 #include "cpu/gemm.h"
 #include "cpu/scratch.h"
 #include "deform_conv2d_sampling.h"
+#include "profile.h"
 
 namespace customops {
 namespace {
@@ -146,11 +147,14 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
   }
   for (int64_t ch = 0; ch < sampled; ++ch) {
     const int64_t og = ch / call.taps, tap = ch % call.taps;
+    PhaseTimer sample_timer(Phase::kForwardSample);
     sample_tap<T, GemmShape<T, I>::W>(
         pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
         static_cast<T>(tap % p.kernel_w * p.dilation_w), offset + 2 * ch * out_plane,
         offset + (2 * ch + 1) * out_plane, mask ? mask + ch * out_plane : nullptr, p.height,
         p.width, scratch.weight.data(), scratch.pixel.data(), stride);
+    sample_timer.stop();
+    PhaseTimer gather_timer(Phase::kForwardGather);
     // The offset group's channels, run by run of one weight group each.
     const int64_t og_end = (og + 1) * og_channels;
     for (int64_t c = og * og_channels; c < og_end;) {
@@ -171,6 +175,7 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
       c = run_end;
     }
   }
+  PhaseTimer timer(Phase::kForwardGemm, 2 * pixels * call.group_out * call.k * p.groups);
   for (int64_t g = 0; g < p.groups; ++g)
     gemm<T, I>(pixels, call.group_out, call.k, scratch.columns.get() + g * call.k,
                call.row_size, call.packed_weight + g * call.packed_group,
@@ -223,6 +228,7 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
   // weight[g * O/groups + o][c][tap]; zeros past O/groups.
   const AlignedArray<T> packed_weight = aligned_array<T>(p.groups * packed_group);
   T* packed = packed_weight.get();
+  PhaseTimer pack_timer(Phase::kForwardPack);
   for (int64_t g = 0; g < p.groups; ++g)
     for (int64_t j0 = 0; j0 < group_out; j0 += S::NR)
       for (int64_t kk = 0; kk < k; ++kk) {
@@ -237,11 +243,15 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
     for (int64_t g = 0; g < p.groups; ++g)
       for (int64_t j = 0; j < padded_group_out; ++j)
         packed_bias.push_back(j < group_out ? bias[g * group_out + j] : T{0});
+  pack_timer.stop();
 
   // copy_layout writes all of it.
   Scratch scratch;
   T* channels_last = scratch.array<T>(p.batch * (p.height * p.width + 1) * p.in_channels);
-  copy_layout<Layout::kChannelsLast>(input, p, channels_last, parallel_for);
+  {
+    PhaseTimer timer(Phase::kForwardCopy);
+    copy_layout<Layout::kChannelsLast>(input, p, channels_last, parallel_for);
+  }
 
   const int64_t row_size = p.groups * k;
   const int64_t tile = tile_pixels(p, row_size * int64_t{sizeof(T)}, S::MR);
@@ -250,6 +260,7 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
                      bias ? packed_bias.data() : nullptr, output, taps, group_channels,
                      group_out, k, packed_group, padded_group_out, row_size, tile,
                      tile_count};
+  PhaseTimer timer(Phase::kForwardLoop);
   parallel_for(p.batch * tile_count, 1,
                [&](int64_t begin, int64_t end) { tiles(call, begin, end); });
 }
