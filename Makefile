@@ -99,9 +99,9 @@ bench: setup cpp $(CHROMIUM)  # the notebooks it times need both
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # Where a deform_conv2d training step's time goes, phase by phase, for each
-# vector code this CPU runs, at 1 and 2 threads (bench/profile.py).
+# vector code this CPU runs, at 1 and 2 threads (bench/step_profile.py).
 profile: setup
-	$(PY) bench/profile.py $(PROFILE_ARGS)
+	$(PY) bench/step_profile.py $(PROFILE_ARGS)
 
 # Kernels and bindings rebuilt with AddressSanitizer + UBSan, tests run under them.
 sanitize: $(DEPS)

@@ -182,10 +182,7 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
   T* rows = s.grad_rows.get();
   {
     PhaseTimer timer(Phase::kBackwardPack);
-    for (int64_t o = 0; o < p.out_channels; ++o) {
-      const T* src = b.grad_out + o * plane + first;
-      for (int64_t t = 0; t < pixels; ++t) rows[t * p.out_channels + o] = src[t];
-    }
+    transpose<true>(b.grad_out + first, plane, p.out_channels, pixels, rows, p.out_channels);
   }
   T* grad_rows = b.grad_columns + row0 * b.row_size;
   {
@@ -206,7 +203,7 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
     const int64_t og = ch / b.taps, tap = ch % b.taps;
     const T* mask = b.mask ? b.mask + ch * plane + first : nullptr;
     PhaseTimer sample_timer(Phase::kBackwardSample);
-    sample_tap<T, W, Edge::kGradient>(
+    sample_tap<T, sample_lanes<T, W>(), Edge::kGradient>(
         pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
         static_cast<T>(tap % p.kernel_w * p.dilation_w), b.offset + 2 * ch * plane + first,
         b.offset + (2 * ch + 1) * plane + first, mask, p.height, p.width, s.weight.data(),

@@ -1,4 +1,4 @@
-// Phase timers for the deform_conv2d kernels, read by bench/profile.py.
+// Phase timers for the deform_conv2d kernels, read by bench/step_profile.py.
 //
 // Off unless a binding turns them on (the PyTorch extension's
 // customops._C.profile_start): a PhaseTimer then costs one relaxed load of

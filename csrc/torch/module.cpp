@@ -38,7 +38,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("deform_conv2d_backward_fake_check", &customops::deform_conv2d_backward_fake_check);
   // The vector code the kernels chose on this CPU (the benchmark records it
   // beside each figure): "avx512", "avx2" or "baseline".
-  // The kernels' phase timers (kernels/profile.h, bench/profile.py):
+  // The kernels' phase timers (kernels/profile.h, bench/step_profile.py):
   // profile_start zeroes and turns them on; profile_stop turns them off and
   // returns (nanoseconds, calls, flops) per phase, in the order of Phase.
   m.def("profile_start", [] {

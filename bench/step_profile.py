@@ -1,6 +1,6 @@
 """Where one deform_conv2d training step's time goes, phase by phase.
 
-    .venv/bin/python bench/profile.py [--sizes 64,128] [--threads 1,2] [--steps 15]
+    .venv/bin/python bench/step_profile.py [--sizes 64,128] [--threads 1,2] [--steps 15]
     make profile
 
 For each vector code this CPU runs (CUSTOMOPS_ISA caps the kernels' choice:
