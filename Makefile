@@ -14,7 +14,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # JupyterLab refuses to run as root unless told (containers often are root).
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup lab test cpp headers ort-venvs torch-envs torch-cluster notebooks bench sanitize mutants clean
+.PHONY: setup lab test cpp headers ort-venvs torch-envs torch-cluster notebooks bench profile sanitize mutants clean
 
 setup: $(BUILT)
 
@@ -110,6 +110,11 @@ $(CHROMIUM):
 # Speed of the kernels against their references, side by side (see bench/).
 bench: setup cpp $(CHROMIUM)  # the notebooks it times need both
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# Where a deform_conv2d training step's time goes, phase by phase, for each
+# vector code this CPU runs, at 1 and 2 threads (bench/step_profile.py).
+profile: setup
+	$(PY) bench/step_profile.py $(PROFILE_ARGS)
 
 # Kernels and bindings rebuilt with AddressSanitizer + UBSan, tests run under them.
 sanitize: $(DEPS)

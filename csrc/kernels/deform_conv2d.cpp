@@ -8,8 +8,9 @@
 // owns one im2col row, which is one row of A in gemm.h (K ordered tap-major:
 // kk = tap * C/groups + c); the weights are B, packed once per call in the
 // same order, and the GEMM writes the NCHW output directly.  Tiles of output
-// pixels keep their im2col rows in L2; (image, tile) pairs are the units
-// handed to parallel_for.  The tile loop is compiled once per instruction
+// pixels keep their im2col rows in L2; (image, tile) pairs are the tasks,
+// handed out one at a time (TaskQueue, parallel.h) so that a thread that
+// starts late takes fewer.  The tile loop is compiled once per instruction
 // set (simd.h).
 #include "deform_conv2d.h"
 
@@ -21,6 +22,7 @@
 #include "cpu/gemm.h"
 #include "cpu/scratch.h"
 #include "deform_conv2d_sampling.h"
+#include "profile.h"
 
 namespace customops {
 namespace {
@@ -146,11 +148,14 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
   }
   for (int64_t ch = 0; ch < sampled; ++ch) {
     const int64_t og = ch / call.taps, tap = ch % call.taps;
-    sample_tap<T, GemmShape<T, I>::W>(
+    PhaseTimer sample_timer(Phase::kForwardSample);
+    sample_tap<T, sample_lanes<T, GemmShape<T, I>::W>()>(
         pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
         static_cast<T>(tap % p.kernel_w * p.dilation_w), offset + 2 * ch * out_plane,
         offset + (2 * ch + 1) * out_plane, mask ? mask + ch * out_plane : nullptr, p.height,
         p.width, scratch.weight.data(), scratch.pixel.data(), stride);
+    sample_timer.stop();
+    PhaseTimer gather_timer(Phase::kForwardGather);
     // The offset group's channels, run by run of one weight group each.
     const int64_t og_end = (og + 1) * og_channels;
     for (int64_t c = og * og_channels; c < og_end;) {
@@ -171,6 +176,7 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
       c = run_end;
     }
   }
+  PhaseTimer timer(Phase::kForwardGemm, 2 * pixels * call.group_out * call.k * p.groups);
   for (int64_t g = 0; g < p.groups; ++g)
     gemm<T, I>(pixels, call.group_out, call.k, scratch.columns.get() + g * call.k,
                call.row_size, call.packed_weight + g * call.packed_group,
@@ -179,38 +185,38 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
                out_plane);
 }
 
+// Claims tiles until none is left (see TaskQueue in parallel.h).
 template <typename T, Isa I>
-__attribute__((always_inline)) inline void run_tiles(const Call<T>& call, int64_t begin,
-                                                     int64_t end) {
+__attribute__((always_inline)) inline void run_tiles(const Call<T>& call, TaskQueue& queue) {
+  int64_t task = queue.claim();
+  if (task < 0) return;  // before allocating: ORT may call with nothing left
   // Scratch per call of the body, so concurrent calls and threads never share it.
   TileScratch<T> scratch(call);
-  for (int64_t task = begin; task < end; ++task) run_tile<T, I>(call, task, scratch);
+  for (; task >= 0; task = queue.claim()) run_tile<T, I>(call, task, scratch);
 }
 
 // One compiled copy of the tile loop per instruction set.
 template <typename T>
-void tiles_baseline(const Call<T>& call, int64_t begin, int64_t end) {
-  run_tiles<T, Isa::kBaseline>(call, begin, end);
+void tiles_baseline(const Call<T>& call, TaskQueue& queue) {
+  run_tiles<T, Isa::kBaseline>(call, queue);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
 template <typename T>
-__attribute__((target("avx2,fma"))) void tiles_avx2(const Call<T>& call, int64_t begin,
-                                                    int64_t end) {
-  run_tiles<T, Isa::kAvx2>(call, begin, end);
+__attribute__((target("avx2,fma"))) void tiles_avx2(const Call<T>& call, TaskQueue& queue) {
+  run_tiles<T, Isa::kAvx2>(call, queue);
 }
 
 template <typename T>
-__attribute__((target("avx512f"))) void tiles_avx512(const Call<T>& call, int64_t begin,
-                                                     int64_t end) {
-  run_tiles<T, Isa::kAvx512>(call, begin, end);
+__attribute__((target("avx512f"))) void tiles_avx512(const Call<T>& call, TaskQueue& queue) {
+  run_tiles<T, Isa::kAvx512>(call, queue);
 }
 #endif
 
 template <typename T, Isa I>
 void run(const T* input, const T* weight, const T* offset, const T* mask, const T* bias,
          const DeformConv2dParams& p, T* output, const ParallelFor& parallel_for,
-         void (*tiles)(const Call<T>&, int64_t, int64_t)) {
+         void (*tiles)(const Call<T>&, TaskQueue&)) {
   using S = GemmShape<T, I>;
   const int64_t taps = p.kernel_h * p.kernel_w;
   const int64_t group_channels = p.in_channels / p.groups;
@@ -223,6 +229,7 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
   // weight[g * O/groups + o][c][tap]; zeros past O/groups.
   const AlignedArray<T> packed_weight = aligned_array<T>(p.groups * packed_group);
   T* packed = packed_weight.get();
+  PhaseTimer pack_timer(Phase::kForwardPack);
   for (int64_t g = 0; g < p.groups; ++g)
     for (int64_t j0 = 0; j0 < group_out; j0 += S::NR)
       for (int64_t kk = 0; kk < k; ++kk) {
@@ -237,11 +244,15 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
     for (int64_t g = 0; g < p.groups; ++g)
       for (int64_t j = 0; j < padded_group_out; ++j)
         packed_bias.push_back(j < group_out ? bias[g * group_out + j] : T{0});
+  pack_timer.stop();
 
   // copy_layout writes all of it.
   Scratch scratch;
   T* channels_last = scratch.array<T>(p.batch * (p.height * p.width + 1) * p.in_channels);
-  copy_layout<Layout::kChannelsLast>(input, p, channels_last, parallel_for);
+  {
+    PhaseTimer timer(Phase::kForwardCopy);
+    copy_layout<Layout::kChannelsLast>(input, p, channels_last, parallel_for);
+  }
 
   const int64_t row_size = p.groups * k;
   const int64_t tile = tile_pixels(p, row_size * int64_t{sizeof(T)}, S::MR);
@@ -250,8 +261,9 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
                      bias ? packed_bias.data() : nullptr, output, taps, group_channels,
                      group_out, k, packed_group, padded_group_out, row_size, tile,
                      tile_count};
-  parallel_for(p.batch * tile_count, 1,
-               [&](int64_t begin, int64_t end) { tiles(call, begin, end); });
+  TaskQueue queue(p.batch * tile_count);
+  PhaseTimer timer(Phase::kForwardLoop);
+  parallel_for(queue.size(), 1, [&](int64_t, int64_t) { tiles(call, queue); });
 }
 
 template <typename T>

@@ -38,6 +38,7 @@
 #include "deform_conv2d_sampling.h"
 #include "cpu/gemm.h"
 #include "cpu/scratch.h"
+#include "profile.h"
 
 namespace customops {
 namespace {
@@ -179,15 +180,18 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
 
   // G rows of the tile: grad_output^T (pixels x O/groups) times W_g.
   T* rows = s.grad_rows.get();
-  for (int64_t o = 0; o < p.out_channels; ++o) {
-    const T* src = b.grad_out + o * plane + first;
-    for (int64_t t = 0; t < pixels; ++t) rows[t * p.out_channels + o] = src[t];
+  {
+    PhaseTimer timer(Phase::kBackwardPack);
+    transpose<true>(b.grad_out + first, plane, p.out_channels, pixels, rows, p.out_channels);
   }
   T* grad_rows = b.grad_columns + row0 * b.row_size;
-  for (int64_t g = 0; g < p.groups; ++g)
-    gemm<T, I>(pixels, b.k, b.group_out, rows + g * b.group_out, p.out_channels,
-               b.packed_weight + g * b.packed_group, nullptr, grad_rows + g * b.k,
-               b.row_size, 1);
+  {
+    PhaseTimer timer(Phase::kBackwardGemmG, 2 * pixels * b.k * b.group_out * p.groups);
+    for (int64_t g = 0; g < p.groups; ++g)
+      gemm<T, I>(pixels, b.k, b.group_out, rows + g * b.group_out, p.out_channels,
+                 b.packed_weight + g * b.packed_group, nullptr, grad_rows + g * b.k,
+                 b.row_size, 1);
+  }
 
   T* pos_y = s.position.data();
   T* pos_x = pos_y + stride;
@@ -198,7 +202,8 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
   for (int64_t ch = 0; ch < b.sampled; ++ch) {
     const int64_t og = ch / b.taps, tap = ch % b.taps;
     const T* mask = b.mask ? b.mask + ch * plane + first : nullptr;
-    sample_tap<T, W, Edge::kGradient>(
+    PhaseTimer sample_timer(Phase::kBackwardSample);
+    sample_tap<T, sample_lanes<T, W>(), Edge::kGradient>(
         pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
         static_cast<T>(tap % p.kernel_w * p.dilation_w), b.offset + 2 * ch * plane + first,
         b.offset + (2 * ch + 1) * plane + first, mask, p.height, p.width, s.weight.data(),
@@ -209,6 +214,8 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
       std::copy_n(s.weight.data() + q * stride, pixels,
                   b.corner_weight + (ch * 4 + q) * b.band + row0);
     }
+    sample_timer.stop();
+    PhaseTimer gather_timer(Phase::kBackwardGather);
     const int64_t og_begin = og * b.og_channels, og_end = og_begin + b.og_channels;
     for (int64_t t = 0; t < pixels; ++t) {
       const uint32_t* corner = s.pixel.data() + t;
@@ -272,6 +279,7 @@ __attribute__((always_inline)) inline void scatter_block(const Backward<T>& b, i
   const int64_t n = c1 - c0, channels = b.p.in_channels;
   const int64_t og = c0 / b.og_channels, g = c0 / b.group_channels;
   const uint32_t lo = b.bounds[range], size = b.bounds[range + 1] - lo;
+  PhaseTimer timer(Phase::kBackwardScatter);
   for (int64_t tap = 0; tap < b.taps; ++tap) {
     const int64_t ch = og * b.taps + tap;
     const T* grad = b.grad_columns + g * b.k + tap * b.group_channels + c0 - g * b.group_channels;
@@ -305,6 +313,7 @@ __attribute__((always_inline)) inline void weight_panel(const Backward<T>& b, in
   const T* packed = b.columns + g * b.column_group + panel * b.band * S::NR;
   const T* grad = b.grad_out + g * b.group_out * b.plane + b.first;
   const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / (S::NR * int64_t{sizeof(T)}));
+  PhaseTimer timer(Phase::kBackwardGemmW, 2 * b.group_out * b.pixels * cols);
   for (int64_t p0 = 0; p0 < b.pixels; p0 += chunk) {
     const int64_t kc = std::min(chunk, b.pixels - p0);
     for (int64_t i0 = 0; i0 < b.group_out; i0 += S::MR) {
@@ -447,6 +456,7 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   const int64_t packed_group = gemm_packed_size(k, group_out, S::NR);
   const AlignedArray<T> packed_weight = aligned_array<T>(p.groups * packed_group);
   T* packed = packed_weight.get();
+  PhaseTimer pack_timer(Phase::kBackwardPack);
   for (int64_t g = 0; g < p.groups; ++g)
     for (int64_t j0 = 0; j0 < k; j0 += S::NR)
       for (int64_t o = 0; o < group_out; ++o)
@@ -454,6 +464,7 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
           *packed++ = j < k ? weight[((g * group_out + o) * group_channels + j % group_channels) *
                                          taps + j / group_channels]
                             : T{0};
+  pack_timer.stop();
 
   DeformConv2dParams one_image = p;
   one_image.batch = 1;  // tiles and the layout copies: one image at a time
@@ -494,28 +505,38 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
                 weight_sum.data(), bias_sum.data()};
   const int64_t offset_size = 2 * sampled * plane;
   for (int64_t n = 0; n < p.batch; ++n) {
+    PhaseTimer copy_timer(Phase::kBackwardCopy);
     copy_layout<Layout::kChannelsLast>(input + n * p.in_channels * image_plane, one_image,
                                        image, parallel_for);
+    copy_timer.stop();
     b.image = image;
     b.grad_out = grad_output + n * p.out_channels * plane;
     b.offset = offset + n * offset_size;
     b.mask = mask ? mask + n * sampled * plane : nullptr;
     b.grad_offset = grad_offset + n * offset_size;
     b.grad_mask = grad_mask ? grad_mask + n * sampled * plane : nullptr;
+    PhaseTimer zero_timer(Phase::kBackwardZero);
     parallel_for(ceil_div(image_plane + 1, kCopyPixels), 1, [&](int64_t begin, int64_t end) {
       std::fill(grad_image + begin * kCopyPixels * p.in_channels,
                 grad_image + std::min(image_plane + 1, end * kCopyPixels) * p.in_channels, T{0});
     });
+    zero_timer.stop();
     for (b.first = 0; b.first < plane; b.first += band) {
       b.pixels = std::min(band, plane - b.first);
       scatter_bounds(b);
       TaskQueue tiles(ceil_div(b.pixels, tile)), tasks(static_cast<int64_t>(bc_tasks.size()));
-      parallel_for(tiles.size(), 1, [&](int64_t, int64_t) { phases.tiles(b, tiles); });
+      {
+        PhaseTimer timer(Phase::kBackwardTileLoop);
+        parallel_for(tiles.size(), 1, [&](int64_t, int64_t) { phases.tiles(b, tiles); });
+      }
+      PhaseTimer timer(Phase::kBackwardTaskLoop);
       parallel_for(tasks.size(), 1, [&](int64_t, int64_t) { phases.tasks(b, tasks); });
     }
+    PhaseTimer copy_back_timer(Phase::kBackwardCopy);
     copy_layout<Layout::kPlanar>(grad_image, one_image,
                                  grad_input + n * p.in_channels * image_plane, parallel_for);
   }
+  PhaseTimer unpack_timer(Phase::kBackwardPack);
   for (int64_t o = 0; o < p.out_channels; ++o) {
     for (int64_t kk = 0; kk < k; ++kk)
       grad_weight[(o * group_channels + kk % group_channels) * taps + kk / group_channels] =

@@ -58,6 +58,17 @@ enum class Edge { kValue, kGradient };
 // dy, dx and mask (null: all ones) only `pixels` values.  With a non-null
 // `fraction`, the distances below and right of the top-left corner (ly, lx;
 // 0 outside) go to fraction[t] and fraction[stride + t].
+// Values per vector sample_tap runs with in code built for W-wide vectors:
+// at most 32 bytes.  GCC 12 compiles its comparisons of 64-byte vectors
+// (AVX-512, where a comparison yields a mask register) into one scalar
+// vcomiss per lane: 9 taps of a 128x128 tile took 0.58 ms with 16 floats per
+// vector and 0.26 ms with 8 in the same AVX-512 function (0.25 ms in AVX2
+// code), the same corners and weights.
+template <typename T, int W>
+constexpr int sample_lanes() {
+  return std::min<int>(W, 32 / sizeof(T));
+}
+
 template <typename T, int W, Edge E = Edge::kValue>
 __attribute__((always_inline)) inline void sample_tap(
     int64_t pixels, const T* pos_y, const T* pos_x, T shift_y, T shift_x, const T* dy,
@@ -148,43 +159,52 @@ __attribute__((always_inline)) inline void transpose_block(const T* in, int64_t 
   for (int j = 0; j < W; ++j) store<T, W>(out + j * out_stride, r[j]);
 }
 
+// out[j * out_stride + i] = in[i * in_stride + j] for i < rows, j < cols, in
+// blocks of W x W transposed in registers, the blocks walked along the rows
+// of `in` (InRowsOuter) or of `out`: along the rows of a planar image, as
+// going down its columns would hit rows a multiple of 4 KiB apart, which
+// share one L1 set.
+template <bool InRowsOuter, typename T>
+__attribute__((always_inline)) inline void transpose(const T* in, int64_t in_stride, int64_t rows,
+                                                     int64_t cols, T* out, int64_t out_stride) {
+  constexpr int W = vector_bytes(Isa::kBaseline) / sizeof(T);  // every CPU has it (simd.h)
+  const int64_t outer = InRowsOuter ? rows : cols, inner = InRowsOuter ? cols : rows;
+  for (int64_t a = 0; a < outer; a += W)
+    for (int64_t b = 0; b < inner; b += W) {
+      const int64_t i = InRowsOuter ? a : b, j = InRowsOuter ? b : a;
+      if (i + W <= rows && j + W <= cols) {
+        transpose_block<T, W>(in + i * in_stride + j, in_stride, out + j * out_stride + i,
+                              out_stride);
+        continue;
+      }
+      for (int64_t ii = i; ii < std::min<int64_t>(i + W, rows); ++ii)
+        for (int64_t jj = j; jj < std::min<int64_t>(j + W, cols); ++jj)
+          out[jj * out_stride + ii] = in[ii * in_stride + jj];
+    }
+}
+
 // Copies the images of `in` into `out` in layout To (from the other one),
-// in blocks of W channels x W pixels transposed in registers.  The copy of
-// one value at a time it replaces took 5% of the forward at 128^2 (ours /
-// ORT Conv 1.205 -> 1.155 in paired runs, AMD EPYC, AVX2).
+// kCopyPixels pixels per task, transposed in blocks (see transpose).  The
+// copy of one value at a time it replaces took 5% of the forward at 128^2
+// (ours / ORT Conv 1.205 -> 1.155 in paired runs, AMD EPYC, AVX2).
 template <Layout To, typename T>
 void copy_layout(const T* in, const DeformConv2dParams& p, T* out,
                  const ParallelFor& parallel_for) {
-  constexpr int W = vector_bytes(Isa::kBaseline) / sizeof(T);  // every CPU has it (simd.h)
   const int64_t plane = p.height * p.width, channels = p.in_channels;
   const int64_t blocks = ceil_div(plane, kCopyPixels);
   parallel_for(p.batch * blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t n = task / blocks, q0 = task % blocks * kCopyPixels;
       const int64_t q1 = std::min(plane, q0 + kCopyPixels);
-      const int64_t planar = n * channels * plane, last = n * (plane + 1) * channels;
-      // Pixels innermost: the planar side is walked along its rows; going
-      // down its columns instead would hit planes a multiple of 4 KiB
-      // apart, which share one L1 set.
-      for (int64_t c = 0; c < channels; c += W)
-        for (int64_t q = q0; q < q1; q += W) {
-          const int64_t at_planar = planar + c * plane + q, at_last = last + q * channels + c;
-          if (c + W <= channels && q + W <= q1) {
-            if constexpr (To == Layout::kChannelsLast)
-              transpose_block<T, W>(in + at_planar, plane, out + at_last, channels);
-            else
-              transpose_block<T, W>(in + at_last, channels, out + at_planar, plane);
-            continue;
-          }
-          for (int64_t i = 0; i < std::min<int64_t>(W, channels - c); ++i)
-            for (int64_t j = 0; j < std::min<int64_t>(W, q1 - q); ++j)
-              if constexpr (To == Layout::kChannelsLast)
-                out[at_last + j * channels + i] = in[at_planar + i * plane + j];
-              else
-                out[at_planar + i * plane + j] = in[at_last + j * channels + i];
-        }
+      const T* planar_in = in + n * channels * plane + q0;
+      T* planar_out = out + n * channels * plane + q0;
+      const int64_t last = n * (plane + 1) * channels + q0 * channels;
+      if constexpr (To == Layout::kChannelsLast)
+        transpose<true>(planar_in, plane, channels, q1 - q0, out + last, channels);
+      else
+        transpose<false>(in + last, channels, q1 - q0, channels, planar_out, plane);
       if (To == Layout::kChannelsLast && q1 == plane)
-        std::fill_n(out + last + plane * channels, channels, T{0});
+        std::fill_n(out + n * (plane + 1) * channels + plane * channels, channels, T{0});
     }
   });
 }

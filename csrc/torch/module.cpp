@@ -3,6 +3,7 @@
 // the checks that the fake kernels of customops/ops.py call, so that each
 // check is written once, in C++.
 #include "../kernels/cpu/simd.h"
+#include "../kernels/profile.h"
 #include "binding.h"
 
 namespace customops {
@@ -37,6 +38,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("deform_conv2d_backward_fake_check", &customops::deform_conv2d_backward_fake_check);
   // The vector code the kernels chose on this CPU (the benchmark records it
   // beside each figure): "avx512", "avx2" or "baseline".
+  // The kernels' phase timers (kernels/profile.h, bench/step_profile.py):
+  // profile_start zeroes and turns them on; profile_stop turns them off and
+  // returns (nanoseconds, calls, flops) per phase, in the order of Phase.
+  m.def("profile_start", [] {
+    customops::PhaseCounters& c = customops::phase_counters();
+    for (int i = 0; i < static_cast<int>(customops::Phase::kCount); ++i)
+      c.nanoseconds[i] = 0, c.calls[i] = 0, c.flops[i] = 0;
+    c.on = true;
+  });
+  m.def("profile_stop", [] {
+    customops::PhaseCounters& c = customops::phase_counters();
+    c.on = false;
+    std::vector<std::tuple<int64_t, int64_t, int64_t>> phases;
+    for (int i = 0; i < static_cast<int>(customops::Phase::kCount); ++i)
+      phases.emplace_back(c.nanoseconds[i].load(), c.calls[i].load(), c.flops[i].load());
+    return phases;
+  });
   m.def("vector_code", [] {
     switch (customops::selected_isa()) {
       case customops::Isa::kAvx512: return "avx512";
