@@ -45,6 +45,9 @@ OTHER_RELEASES = {
     ("torch", "1.13"): "torch.onnx.symbolic_registry was removed in it",
     ("torch", "2.9"): "torch.onnx.export defaults to dynamo=True since it",
     ("torch", "2.8"): "the TorchScript exporter (dynamo=False) is deprecated since it",
+    ("torch", "2.10"): "the oldest release the LibTorch stable ABI targets (notebook 19's TORCH_TARGET_VERSION)",
+    ("torch", "2.13"): "the series of the other torch release notebook 19 runs its wheel in",
+    ("torch", "2.13.0"): "the other torch release notebook 19 runs its wheel in (make torch-envs, tests/test_new_op.py)",
     ("onnxruntime", ".".join(headers.HEADERS_VERSION.split(".")[:2])):
         "the C/C++ headers the library compiles against (python -m customops.headers)",
 }
