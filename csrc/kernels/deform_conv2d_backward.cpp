@@ -90,6 +90,7 @@ struct Backward {
   T* grad_offset;
   T* grad_mask;        // may be null
   // One band's buffers (row t: the band's pixel t):
+  T* grad_rows;        // grad_output transposed: band rows of O
   T* grad_columns;     // G: band rows of row_size
   T* columns;          // per group: panels of nr columns over k, band rows each
   uint32_t* corner_pixel;  // [sampled][4][band]
@@ -155,13 +156,11 @@ struct TileScratch {
 
   explicit TileScratch(const Backward<T>& b)
       : stride(round_up(b.tile, kMaxLanes)),
-        grad_rows(aligned_array<T>(b.tile * b.p.out_channels)),
         position(2 * stride),
         weight(4 * stride),
         pixel(4 * stride),
         fraction(2 * stride) {}
   int64_t stride;
-  AlignedArray<T> grad_rows;  // the tile's grad_output, pixel-major (tile x O)
   std::vector<T> position, weight;
   std::vector<uint32_t> pixel;
   std::vector<T> fraction;  // ly then lx of each pixel
@@ -179,17 +178,17 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
   const int64_t channels = p.in_channels, stride = s.stride;
 
   // G rows of the tile: grad_output^T (pixels x O/groups) times W_g.
-  T* rows = s.grad_rows.get();
+  T* rows = b.grad_rows + row0 * p.out_channels;
   {
     PhaseTimer timer(Phase::kBackwardPack);
     transpose<true>(b.grad_out + first, plane, p.out_channels, pixels, rows, p.out_channels);
   }
-  T* grad_rows = b.grad_columns + row0 * b.row_size;
+  T* g_rows = b.grad_columns + row0 * b.row_size;
   {
     PhaseTimer timer(Phase::kBackwardGemmG, 2 * pixels * b.k * b.group_out * p.groups);
     for (int64_t g = 0; g < p.groups; ++g)
       gemm<T, I>(pixels, b.k, b.group_out, rows + g * b.group_out, p.out_channels,
-                 b.packed_weight + g * b.packed_group, nullptr, grad_rows + g * b.k,
+                 b.packed_weight + g * b.packed_group, nullptr, g_rows + g * b.k,
                  b.row_size, 1);
   }
 
@@ -223,7 +222,7 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
       const T weight[4] = {wt[0], wt[stride], wt[2 * stride], wt[3 * stride]};
       Vec<T, W> acc[4] = {};
       T tail[4] = {};
-      const T* grad_row = grad_rows + t * b.row_size;
+      const T* grad_row = g_rows + t * b.row_size;
       // The offset group's channels, run by run of one weight group, each
       // run cut where the packed columns start a new panel.
       for (int64_t c = og_begin; c < og_end;) {
@@ -242,10 +241,7 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
         }
       }
       T dot[4];
-      for (int q = 0; q < 4; ++q) {
-        dot[q] = tail[q];
-        for (int i = 0; i < W; ++i) dot[q] += acc[q][i];
-      }
+      for (int q = 0; q < 4; ++q) dot[q] = tail[q] + reduce_add<T, W>(acc[q]);
       const T ly = s.fraction[t], lx = s.fraction[stride + t], hy = 1 - ly, hx = 1 - lx;
       const T m = mask ? mask[t] : T{1};
       // d(sample)/dy and d(sample)/dx of the bilinear interpolation.
@@ -311,22 +307,30 @@ __attribute__((always_inline)) inline void weight_panel(const Backward<T>& b, in
   const int64_t g = task / b.panels, panel = task % b.panels;
   const int64_t j0 = panel * S::NR, cols = std::min<int64_t>(S::NR, b.k - j0);
   const T* packed = b.columns + g * b.column_group + panel * b.band * S::NR;
-  const T* grad = b.grad_out + g * b.group_out * b.plane + b.first;
   const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / (S::NR * int64_t{sizeof(T)}));
+  // Rows of grad_W per micro-kernel call: with AVX-512, 8 instead of 12,
+  // which leave 4 of the 12 rows of the last block idle when O/groups is a
+  // multiple of 8 (64 = 5 * 12 + 4).
+  constexpr int MR = I == Isa::kAvx512 ? 8 : S::MR;
   PhaseTimer timer(Phase::kBackwardGemmW, 2 * b.group_out * b.pixels * cols);
   for (int64_t p0 = 0; p0 < b.pixels; p0 += chunk) {
     const int64_t kc = std::min(chunk, b.pixels - p0);
-    for (int64_t i0 = 0; i0 < b.group_out; i0 += S::MR) {
-      const int64_t rows = std::min<int64_t>(S::MR, b.group_out - i0);
-      T tile[S::MR * S::NR];
-      gemm_micro_kernel<T, S::MR, S::NV, S::W>(kc, grad + i0 * b.plane + p0, b.plane, rows,
-                                               packed + p0 * S::NR, nullptr, tile);
+    for (int64_t i0 = 0; i0 < b.group_out; i0 += MR) {
+      const int64_t rows = std::min<int64_t>(MR, b.group_out - i0);
+      T tile[MR * S::NR];
+      // A is grad_output's rows i0.. read down the columns of grad_rows
+      // (O values apart): read along grad_output's rows instead, MR rows
+      // 4 KiB-multiples apart share L1 sets and the GEMM ran 15% slower.
+      gemm_micro_kernel<T, MR, S::NV, S::W>(
+          kc, b.grad_rows + p0 * b.p.out_channels + g * b.group_out + i0, 1, rows,
+          packed + p0 * S::NR, nullptr, tile, b.p.out_channels);
       T* dst = b.grad_weight + (g * b.group_out + i0) * b.k + j0;
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) dst[i * b.k + j] += tile[i * S::NR + j];
     }
   }
   if (panel != 0) return;
+  const T* grad = b.grad_out + g * b.group_out * b.plane + b.first;
   for (int64_t o = 0; o < b.group_out; ++o) {
     const T* row = grad + o * b.plane;
     Vec<T, S::W> acc = {};
@@ -485,6 +489,7 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   // written first.
   Scratch scratch;
   T* image = scratch.array<T>((image_plane + 1) * p.in_channels);
+  T* grad_rows = scratch.array<T>(band * p.out_channels);
   T* grad_columns = scratch.array<T>(band * row_size);
   T* columns = scratch.array<T>(p.groups * column_group);
   // The padding columns of each group's last panel are never written; the
@@ -501,7 +506,7 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
                 p.in_channels / p.offset_groups, S::NR, tile, band,
                 packed_weight.get(), packed_group, panels, column_group, blocks, bc_tasks,
                 0, 0, {}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                grad_columns, columns, corner_pixel, corner_weight, grad_image,
+                grad_rows, grad_columns, columns, corner_pixel, corner_weight, grad_image,
                 weight_sum.data(), bias_sum.data()};
   const int64_t offset_size = 2 * sampled * plane;
   for (int64_t n = 0; n < p.batch; ++n) {
