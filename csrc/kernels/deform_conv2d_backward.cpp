@@ -462,12 +462,16 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   T* packed = packed_weight.get();
   PhaseTimer pack_timer(Phase::kBackwardPack);
   for (int64_t g = 0; g < p.groups; ++g)
-    for (int64_t j0 = 0; j0 < k; j0 += S::NR)
-      for (int64_t o = 0; o < group_out; ++o)
-        for (int64_t j = j0; j < j0 + S::NR; ++j)
-          *packed++ = j < k ? weight[((g * group_out + o) * group_channels + j % group_channels) *
-                                         taps + j / group_channels]
-                            : T{0};
+    for (int64_t j0 = 0; j0 < k; j0 += S::NR) {
+      int64_t column[S::NR];  // of weight[o], for kk = j0 + j (-1: padding)
+      for (int64_t j = 0; j < S::NR; ++j)
+        column[j] = j0 + j < k ? (j0 + j) % group_channels * taps + (j0 + j) / group_channels
+                               : -1;
+      for (int64_t o = 0; o < group_out; ++o) {
+        const T* row = weight + (g * group_out + o) * group_channels * taps;
+        for (int64_t j = 0; j < S::NR; ++j) *packed++ = column[j] >= 0 ? row[column[j]] : T{0};
+      }
+    }
   pack_timer.stop();
 
   DeformConv2dParams one_image = p;
@@ -543,9 +547,10 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   }
   PhaseTimer unpack_timer(Phase::kBackwardPack);
   for (int64_t o = 0; o < p.out_channels; ++o) {
-    for (int64_t kk = 0; kk < k; ++kk)
-      grad_weight[(o * group_channels + kk % group_channels) * taps + kk / group_channels] =
-          weight_sum[o * k + kk];
+    const T* sum = weight_sum.data() + o * k;  // column kk = tap * C/groups + c
+    for (int64_t tap = 0; tap < taps; ++tap)
+      for (int64_t c = 0; c < group_channels; ++c)
+        grad_weight[(o * group_channels + c) * taps + tap] = sum[tap * group_channels + c];
     grad_bias[o] = bias_sum[o];
   }
 }
