@@ -304,8 +304,8 @@ __attribute__((always_inline)) inline void weight_panel(const Backward<T>& b, co
   const T* packed = b.columns + g * b.column_group + panel * b.band * S::NR;
   const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / (S::NR * int64_t{sizeof(T)}));
   // Rows of grad_W per micro-kernel call: with AVX-512, 8 instead of 12,
-  // which leave 4 of the 12 rows of the last block idle when O/groups is a
-  // multiple of 8 (64 = 5 * 12 + 4).
+  // which leave 8 of the last call's 12 rows idle at O/groups = 64
+  // (5 * 12 + 4); 64 is 8 * 8.
   constexpr int MR = I == Isa::kAvx512 ? 8 : S::MR;
   PhaseTimer timer(Phase::kBackwardGemmW, 2 * b.group_out * band.pixels * cols);
   for (int64_t p0 = 0; p0 < band.pixels; p0 += chunk) {
