@@ -42,8 +42,7 @@ PHASES = [
     ("backward: gather + offset/mask grads", False),
     ("backward: scatter (input gradient)", False),
     ("backward: GEMM grad_W = dy columns", False),
-    ("backward: tile loops (A)", True),
-    ("backward: task loops (B, C)", True),
+    ("backward: band loop (A, B, C)", True),
 ]
 GEMMS = {4: "forward", 9: "G", 13: "grad_W"}
 C = O = 64

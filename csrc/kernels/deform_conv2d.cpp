@@ -86,25 +86,13 @@ struct Call {
   int64_t tile, tiles;
 };
 
-// Scratch of one thread: a tile's im2col rows and one tap's samples.  The
-// per-pixel arrays hold `stride` >= tile values each, whole vectors of any
-// width, so that sample_tap may store whole vectors past the tile's end.
+// Scratch of one thread: a tile's im2col rows and one tap's samples.
 template <typename T>
-struct TileScratch {
-  static constexpr int64_t kMaxLanes = 16;  // values per vector, at most
-
+struct TileScratch : SampleScratch<T> {
   explicit TileScratch(const Call<T>& call)
-      : stride(round_up(call.tile, kMaxLanes)),
-        columns(aligned_array<T>(call.tile * call.row_size)),
-        position(2 * stride),
-        weight(4 * stride),
-        pixel(4 * stride) {}
-  int64_t stride;
+      : SampleScratch<T>(call.tile), columns(aligned_array<T>(call.tile * call.row_size)) {}
   // Left uninitialized: sampling writes every value the GEMM reads.
   AlignedArray<T> columns;
-  std::vector<T> position;      // y then x of each pixel's first tap, unshifted
-  std::vector<T> weight;        // the 4 corner weights of each pixel (mask folded in)
-  std::vector<uint32_t> pixel;  // the 4 corner pixels (flat, in one image)
 };
 
 // dst[c] = sum of weight[q] * src[q][c] for c < n, W channels at a time.
@@ -137,10 +125,10 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
   const T* offset = call.offset + n * 2 * sampled * out_plane + first;
   const T* mask = call.mask ? call.mask + n * sampled * out_plane + first : nullptr;
   const int64_t og_channels = p.in_channels / p.offset_groups;
-  static_assert(GemmShape<T, I>::W <= TileScratch<T>::kMaxLanes,
+  static_assert(GemmShape<T, I>::W <= SampleScratch<T>::kMaxLanes,
                 "sample_tap stores whole vectors");
   const int64_t stride = scratch.stride;
-  T* pos_y = scratch.position.data();
+  T* pos_y = scratch.position.get();
   T* pos_x = pos_y + stride;
   for (int64_t t = 0; t < pixels; ++t) {
     pos_y[t] = static_cast<T>((first + t) / p.out_w * p.stride_h - p.pad_h);
@@ -153,7 +141,7 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
         pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
         static_cast<T>(tap % p.kernel_w * p.dilation_w), offset + 2 * ch * out_plane,
         offset + (2 * ch + 1) * out_plane, mask ? mask + ch * out_plane : nullptr, p.height,
-        p.width, scratch.weight.data(), scratch.pixel.data(), stride);
+        p.width, scratch.weight.get(), scratch.pixel.get(), stride);
     sample_timer.stop();
     PhaseTimer gather_timer(Phase::kForwardGather);
     // The offset group's channels, run by run of one weight group each.
@@ -164,12 +152,12 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
       T* column = scratch.columns.get() + g * call.k + tap * call.group_channels +
                   (c - g * call.group_channels);
       for (int64_t t = 0; t < pixels; ++t, column += call.row_size) {
-        const uint32_t* corner = scratch.pixel.data() + t;
+        const uint32_t* corner = scratch.pixel.get() + t;
         const T* const src[4] = {image + int64_t{corner[0]} * p.in_channels + c,
                                  image + int64_t{corner[stride]} * p.in_channels + c,
                                  image + int64_t{corner[2 * stride]} * p.in_channels + c,
                                  image + int64_t{corner[3 * stride]} * p.in_channels + c};
-        const T* wt = scratch.weight.data() + t;
+        const T* wt = scratch.weight.get() + t;
         const T weight[4] = {wt[0], wt[stride], wt[2 * stride], wt[3 * stride]};
         blend<T, GemmShape<T, I>::W>(src, weight, run_end - c, column);
       }
@@ -255,7 +243,7 @@ void run(const T* input, const T* weight, const T* offset, const T* mask, const 
   }
 
   const int64_t row_size = p.groups * k;
-  const int64_t tile = tile_pixels(p, row_size * int64_t{sizeof(T)}, S::MR);
+  const int64_t tile = tile_pixels(p, row_size * int64_t{sizeof(T)}, tile_unit<T>(S::MR));
   const int64_t tile_count = ceil_div(p.out_h * p.out_w, tile);
   const Call<T> call{p, channels_last, offset, mask, packed_weight.get(),
                      bias ? packed_bias.data() : nullptr, output, taps, group_channels,

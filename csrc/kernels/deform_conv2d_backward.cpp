@@ -20,9 +20,11 @@
 //      summed over pixels in a fixed order and over images in order; and
 //      the bias gradient.
 //
-// B and C run as one parallel loop.  The image goes through the phases in
-// bands of pixels, so the buffers (G, the columns, the corners) hold one
-// band of one image: memory does not grow with the batch.  The buffers are
+// The image goes through the phases in bands of pixels, so the buffers (G,
+// the columns, the corners) hold one band of one image: memory does not grow
+// with the batch.  All of an image's bands run as one parallel loop of
+// stages (StagedQueue in parallel.h): a band's A, then its B and C as one
+// stage, then the next band's A.  The buffers are
 // kept for the thread's next call (cpu/scratch.h).  Conventions
 // follow torchvision's CPU backward, so that the gradients match it: a
 // sample on the top or left border line (y or x == -1) takes the cell
@@ -31,6 +33,7 @@
 // have zero gradients.
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -55,15 +58,31 @@ constexpr int64_t kScatterRanges = 2;
 // while the MR-row blocks of grad_output stream past it.
 constexpr int64_t kPanelChunkBytes = 64 * 1024;
 // Bytes of G per band of pixels, at most (the columns take as much again).
-// Each band costs two parallel loops, each waiting for its slowest thread;
-// with passive waiting a loop of 100 us of work took 158-310 us against
-// 102 us with spinning threads (2-core virtual machine), so larger bands
-// save synchronisation; smaller ones keep G and the columns nearer the core.
-// Step time paired against 4 MiB bands (128x128 and 64x64, the scratch kept
-// between calls): 1 MiB 0.94x and 0.90x at 1 thread, 1.03x and 1.04x at 2;
-// 2 MiB 0.90x and 0.95x at 1 thread, 1.02x and 0.96x at 2; 8 MiB 1.06x and
-// 0.99x, 16 MiB 1.07x and 1.08x at 2.
+// Smaller bands keep G and the columns nearer the core; each band's phases
+// are two stages of the image's loop (StagedQueue), each ending when its
+// slowest task does.  Measured when each stage was a parallel loop of its
+// own (passive waiting made a loop of 100 us of work take 158-310 us), step
+// time paired against 4 MiB bands (128x128 and 64x64): 1 MiB 0.94x and
+// 0.90x at 1 thread, 1.03x and 1.04x at 2; 2 MiB 0.90x and 0.95x at 1
+// thread, 1.02x and 0.96x at 2; 8 MiB 1.06x and 0.99x, 16 MiB 1.07x and
+// 1.08x at 2.  With the stages, 1 MiB and 512 KiB were no faster than
+// 2 MiB in paired runs (AMD EPYC Zen 4, AVX-512).
 constexpr int64_t kBandBytes = 2 << 20;
+
+// One band: pixels [first, first + pixels) of an image, and phase B's
+// input pixel ranges for it (range r: [bounds[r], bounds[r + 1])).
+struct Band {
+  int64_t first, pixels;
+  std::array<uint32_t, kScatterRanges + 1> bounds;
+};
+
+// One step of an image's backward: a tile of phase A or a task of phase B
+// or C (bc_tasks[index]) of one band.
+struct Step {
+  int64_t band;
+  bool tile;
+  int64_t index;
+};
 
 // What the phases of one image share: read-only, except the disjoint parts
 // each task writes.
@@ -79,10 +98,9 @@ struct Backward {
   int64_t column_group;    // values per group in `columns`
   const std::vector<std::pair<int64_t, int64_t>>& blocks;  // phase B: channel ranges
   const std::vector<int64_t>& bc_tasks;  // phase B task b as b, phase C task c as ~c
-  // The current band (pixels [first, first + pixels) of the image) and image:
-  int64_t first, pixels;
-  // Phase B's range r: input pixels [bounds[r], bounds[r + 1]).
-  std::array<uint32_t, kScatterRanges + 1> bounds;
+  const std::vector<Band>& bands;
+  const std::vector<Step>& steps;  // an image's, in the order they are claimed
+  // The current image:
   const T* image;      // channels last (H*W + 1, C), the last pixel zeros
   const T* grad_out;   // (O, plane)
   const T* offset;
@@ -90,6 +108,7 @@ struct Backward {
   T* grad_offset;
   T* grad_mask;        // may be null
   // One band's buffers (row t: the band's pixel t):
+  T* grad_rows;        // grad_output transposed: band rows of O
   T* grad_columns;     // G: band rows of row_size
   T* columns;          // per group: panels of nr columns over k, band rows each
   uint32_t* corner_pixel;  // [sampled][4][band]
@@ -148,52 +167,33 @@ __attribute__((always_inline)) inline void axpy_corners(int count, const T (&w)[
     for (int i = 0; i < count; ++i) dst[i][c] += w[i] * src[c];
 }
 
-// Phase A scratch of one thread (see TileScratch in deform_conv2d.cpp).
-template <typename T>
-struct TileScratch {
-  static constexpr int64_t kMaxLanes = 16;
-
-  explicit TileScratch(const Backward<T>& b)
-      : stride(round_up(b.tile, kMaxLanes)),
-        grad_rows(aligned_array<T>(b.tile * b.p.out_channels)),
-        position(2 * stride),
-        weight(4 * stride),
-        pixel(4 * stride),
-        fraction(2 * stride) {}
-  int64_t stride;
-  AlignedArray<T> grad_rows;  // the tile's grad_output, pixel-major (tile x O)
-  std::vector<T> position, weight;
-  std::vector<uint32_t> pixel;
-  std::vector<T> fraction;  // ly then lx of each pixel
-};
-
 template <typename T, Isa I>
-__attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_t task,
-                                                    TileScratch<T>& s) {
+__attribute__((always_inline)) inline void run_tile(const Backward<T>& b, const Band& band,
+                                                    int64_t task, SampleScratch<T>& s) {
   using S = GemmShape<T, I>;
   constexpr int W = S::W;
-  static_assert(W <= TileScratch<T>::kMaxLanes, "sample_tap stores whole vectors");
+  static_assert(W <= SampleScratch<T>::kMaxLanes, "sample_tap stores whole vectors");
   const DeformConv2dParams& p = b.p;
-  const int64_t plane = b.plane, row0 = task * b.tile, first = b.first + row0;
-  const int64_t pixels = std::min(b.tile, b.pixels - row0);
+  const int64_t plane = b.plane, row0 = task * b.tile, first = band.first + row0;
+  const int64_t pixels = std::min(b.tile, band.pixels - row0);
   const int64_t channels = p.in_channels, stride = s.stride;
 
   // G rows of the tile: grad_output^T (pixels x O/groups) times W_g.
-  T* rows = s.grad_rows.get();
+  T* rows = b.grad_rows + row0 * p.out_channels;
   {
     PhaseTimer timer(Phase::kBackwardPack);
     transpose<true>(b.grad_out + first, plane, p.out_channels, pixels, rows, p.out_channels);
   }
-  T* grad_rows = b.grad_columns + row0 * b.row_size;
+  T* g_rows = b.grad_columns + row0 * b.row_size;
   {
     PhaseTimer timer(Phase::kBackwardGemmG, 2 * pixels * b.k * b.group_out * p.groups);
     for (int64_t g = 0; g < p.groups; ++g)
       gemm<T, I>(pixels, b.k, b.group_out, rows + g * b.group_out, p.out_channels,
-                 b.packed_weight + g * b.packed_group, nullptr, grad_rows + g * b.k,
+                 b.packed_weight + g * b.packed_group, nullptr, g_rows + g * b.k,
                  b.row_size, 1);
   }
 
-  T* pos_y = s.position.data();
+  T* pos_y = s.position.get();
   T* pos_x = pos_y + stride;
   for (int64_t t = 0; t < pixels; ++t) {
     pos_y[t] = static_cast<T>((first + t) / p.out_w * p.stride_h - p.pad_h);
@@ -206,24 +206,24 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
     sample_tap<T, sample_lanes<T, W>(), Edge::kGradient>(
         pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
         static_cast<T>(tap % p.kernel_w * p.dilation_w), b.offset + 2 * ch * plane + first,
-        b.offset + (2 * ch + 1) * plane + first, mask, p.height, p.width, s.weight.data(),
-        s.pixel.data(), stride, s.fraction.data());
+        b.offset + (2 * ch + 1) * plane + first, mask, p.height, p.width, s.weight.get(),
+        s.pixel.get(), stride, s.fraction.get());
     for (int q = 0; q < 4; ++q) {
-      std::copy_n(s.pixel.data() + q * stride, pixels,
+      std::copy_n(s.pixel.get() + q * stride, pixels,
                   b.corner_pixel + (ch * 4 + q) * b.band + row0);
-      std::copy_n(s.weight.data() + q * stride, pixels,
+      std::copy_n(s.weight.get() + q * stride, pixels,
                   b.corner_weight + (ch * 4 + q) * b.band + row0);
     }
     sample_timer.stop();
     PhaseTimer gather_timer(Phase::kBackwardGather);
     const int64_t og_begin = og * b.og_channels, og_end = og_begin + b.og_channels;
     for (int64_t t = 0; t < pixels; ++t) {
-      const uint32_t* corner = s.pixel.data() + t;
-      const T* wt = s.weight.data() + t;
+      const uint32_t* corner = s.pixel.get() + t;
+      const T* wt = s.weight.get() + t;
       const T weight[4] = {wt[0], wt[stride], wt[2 * stride], wt[3 * stride]};
       Vec<T, W> acc[4] = {};
       T tail[4] = {};
-      const T* grad_row = grad_rows + t * b.row_size;
+      const T* grad_row = g_rows + t * b.row_size;
       // The offset group's channels, run by run of one weight group, each
       // run cut where the packed columns start a new panel.
       for (int64_t c = og_begin; c < og_end;) {
@@ -242,10 +242,7 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
         }
       }
       T dot[4];
-      for (int q = 0; q < 4; ++q) {
-        dot[q] = tail[q];
-        for (int i = 0; i < W; ++i) dot[q] += acc[q][i];
-      }
+      for (int q = 0; q < 4; ++q) dot[q] = tail[q] + reduce_add<T, W>(acc[q]);
       const T ly = s.fraction[t], lx = s.fraction[stride + t], hy = 1 - ly, hx = 1 - lx;
       const T m = mask ? mask[t] : T{1};
       // d(sample)/dy and d(sample)/dx of the bilinear interpolation.
@@ -260,30 +257,23 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, int64_
   }
 }
 
-template <typename T, Isa I>
-__attribute__((always_inline)) inline void run_tiles(const Backward<T>& b, TaskQueue& queue) {
-  int64_t task = queue.claim();
-  if (task < 0) return;  // before allocating: ORT may call with nothing left
-  TileScratch<T> scratch(b);
-  for (; task >= 0; task = queue.claim()) run_tile<T, I>(b, task, scratch);
-}
-
 // Phase B: the input gradient of one block of channels (one offset group,
 // one weight group) at one range of input pixels, from the band's samples
 // tap by tap, pixel by pixel.
 template <typename T, Isa I>
-__attribute__((always_inline)) inline void scatter_block(const Backward<T>& b, int64_t task) {
+__attribute__((always_inline)) inline void scatter_block(const Backward<T>& b, const Band& band,
+                                                         int64_t task) {
   constexpr int W = GemmShape<T, I>::W;
   const int64_t range = task % kScatterRanges;
   const auto [c0, c1] = b.blocks[task / kScatterRanges];
   const int64_t n = c1 - c0, channels = b.p.in_channels;
   const int64_t og = c0 / b.og_channels, g = c0 / b.group_channels;
-  const uint32_t lo = b.bounds[range], size = b.bounds[range + 1] - lo;
+  const uint32_t lo = band.bounds[range], size = band.bounds[range + 1] - lo;
   PhaseTimer timer(Phase::kBackwardScatter);
   for (int64_t tap = 0; tap < b.taps; ++tap) {
     const int64_t ch = og * b.taps + tap;
     const T* grad = b.grad_columns + g * b.k + tap * b.group_channels + c0 - g * b.group_channels;
-    for (int64_t t = 0; t < b.pixels; ++t, grad += b.row_size) {
+    for (int64_t t = 0; t < band.pixels; ++t, grad += b.row_size) {
       // The sample's corners in this task's range, in corner order.
       // Corners outside (weight 0, the zero pixel) are skipped, as in
       // torchvision's col2im.
@@ -306,86 +296,87 @@ __attribute__((always_inline)) inline void scatter_block(const Backward<T>& b, i
 // Phase C: one panel of nr columns of grad_W for one group, plus (with the
 // group's first panel) the group's bias gradient.
 template <typename T, Isa I>
-__attribute__((always_inline)) inline void weight_panel(const Backward<T>& b, int64_t task) {
+__attribute__((always_inline)) inline void weight_panel(const Backward<T>& b, const Band& band,
+                                                        int64_t task) {
   using S = GemmShape<T, I>;
   const int64_t g = task / b.panels, panel = task % b.panels;
   const int64_t j0 = panel * S::NR, cols = std::min<int64_t>(S::NR, b.k - j0);
   const T* packed = b.columns + g * b.column_group + panel * b.band * S::NR;
-  const T* grad = b.grad_out + g * b.group_out * b.plane + b.first;
   const int64_t chunk = std::max<int64_t>(1, kPanelChunkBytes / (S::NR * int64_t{sizeof(T)}));
-  PhaseTimer timer(Phase::kBackwardGemmW, 2 * b.group_out * b.pixels * cols);
-  for (int64_t p0 = 0; p0 < b.pixels; p0 += chunk) {
-    const int64_t kc = std::min(chunk, b.pixels - p0);
-    for (int64_t i0 = 0; i0 < b.group_out; i0 += S::MR) {
-      const int64_t rows = std::min<int64_t>(S::MR, b.group_out - i0);
-      T tile[S::MR * S::NR];
-      gemm_micro_kernel<T, S::MR, S::NV, S::W>(kc, grad + i0 * b.plane + p0, b.plane, rows,
-                                               packed + p0 * S::NR, nullptr, tile);
+  // Rows of grad_W per micro-kernel call: with AVX-512, 8 instead of 12,
+  // which leave 8 of the last call's 12 rows idle at O/groups = 64
+  // (5 * 12 + 4); 64 is 8 * 8.
+  constexpr int MR = I == Isa::kAvx512 ? 8 : S::MR;
+  PhaseTimer timer(Phase::kBackwardGemmW, 2 * b.group_out * band.pixels * cols);
+  for (int64_t p0 = 0; p0 < band.pixels; p0 += chunk) {
+    const int64_t kc = std::min(chunk, band.pixels - p0);
+    for (int64_t i0 = 0; i0 < b.group_out; i0 += MR) {
+      const int64_t rows = std::min<int64_t>(MR, b.group_out - i0);
+      T tile[MR * S::NR];
+      // A is grad_output's rows i0.. read down the columns of grad_rows
+      // (O values apart): read along grad_output's rows instead, MR rows
+      // 4 KiB-multiples apart share L1 sets and the GEMM ran 15% slower.
+      gemm_micro_kernel<T, MR, S::NV, S::W>(
+          kc, b.grad_rows + p0 * b.p.out_channels + g * b.group_out + i0, 1, rows,
+          packed + p0 * S::NR, nullptr, tile, b.p.out_channels);
       T* dst = b.grad_weight + (g * b.group_out + i0) * b.k + j0;
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) dst[i * b.k + j] += tile[i * S::NR + j];
     }
   }
   if (panel != 0) return;
+  const T* grad = b.grad_out + g * b.group_out * b.plane + band.first;
   for (int64_t o = 0; o < b.group_out; ++o) {
     const T* row = grad + o * b.plane;
     Vec<T, S::W> acc = {};
     int64_t t = 0;
-    for (; t + S::W <= b.pixels; t += S::W) {
+    for (; t + S::W <= band.pixels; t += S::W) {
       Vec<T, S::W> v;
       load<T, S::W>(v, row + t);
       acc += v;
     }
     T sum = 0;
     for (int i = 0; i < S::W; ++i) sum += acc[i];
-    for (; t < b.pixels; ++t) sum += row[t];
+    for (; t < band.pixels; ++t) sum += row[t];
     b.grad_bias[g * b.group_out + o] += sum;
   }
 }
 
+// Claims an image's steps until none is left.
 template <typename T, Isa I>
-__attribute__((always_inline)) inline void run_bc_tasks(const Backward<T>& b, TaskQueue& queue) {
-  for (int64_t i; (i = queue.claim()) >= 0;) {
-    const int64_t task = b.bc_tasks[i];
-    if (task >= 0)
-      scatter_block<T, I>(b, task);
-    else
-      weight_panel<T, I>(b, ~task);
+__attribute__((always_inline)) inline void run_steps(const Backward<T>& b, StagedQueue& queue) {
+  std::optional<SampleScratch<T>> scratch;  // allocated by the first tile this thread runs
+  for (int64_t i; (i = queue.claim()) >= 0; queue.finish()) {
+    const Step& step = b.steps[i];
+    const Band& band = b.bands[step.band];
+    if (step.tile) {
+      if (!scratch) scratch.emplace(b.tile);
+      run_tile<T, I>(b, band, step.index, *scratch);
+    } else if (const int64_t task = b.bc_tasks[step.index]; task >= 0) {
+      scatter_block<T, I>(b, band, task);
+    } else {
+      weight_panel<T, I>(b, band, ~task);
+    }
   }
 }
 
-// The phases compiled once per instruction set.
+// The step loop compiled once per instruction set.
 template <typename T>
-struct Phases {
-  void (*tiles)(const Backward<T>&, TaskQueue&);
-  void (*tasks)(const Backward<T>&, TaskQueue&);
-};
+using Steps = void (*)(const Backward<T>&, StagedQueue&);
 
 template <typename T>
-void tiles_baseline(const Backward<T>& b, TaskQueue& queue) {
-  run_tiles<T, Isa::kBaseline>(b, queue);
-}
-template <typename T>
-void tasks_baseline(const Backward<T>& b, TaskQueue& queue) {
-  run_bc_tasks<T, Isa::kBaseline>(b, queue);
+void steps_baseline(const Backward<T>& b, StagedQueue& queue) {
+  run_steps<T, Isa::kBaseline>(b, queue);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
 template <typename T>
-__attribute__((target("avx2,fma"))) void tiles_avx2(const Backward<T>& b, TaskQueue& queue) {
-  run_tiles<T, Isa::kAvx2>(b, queue);
+__attribute__((target("avx2,fma"))) void steps_avx2(const Backward<T>& b, StagedQueue& queue) {
+  run_steps<T, Isa::kAvx2>(b, queue);
 }
 template <typename T>
-__attribute__((target("avx2,fma"))) void tasks_avx2(const Backward<T>& b, TaskQueue& queue) {
-  run_bc_tasks<T, Isa::kAvx2>(b, queue);
-}
-template <typename T>
-__attribute__((target("avx512f"))) void tiles_avx512(const Backward<T>& b, TaskQueue& queue) {
-  run_tiles<T, Isa::kAvx512>(b, queue);
-}
-template <typename T>
-__attribute__((target("avx512f"))) void tasks_avx512(const Backward<T>& b, TaskQueue& queue) {
-  run_bc_tasks<T, Isa::kAvx512>(b, queue);
+__attribute__((target("avx512f"))) void steps_avx512(const Backward<T>& b, StagedQueue& queue) {
+  run_steps<T, Isa::kAvx512>(b, queue);
 }
 #endif
 
@@ -404,24 +395,24 @@ std::vector<std::pair<int64_t, int64_t>> channel_blocks(const DeformConv2dParams
   return blocks;
 }
 
-// Phase B's ranges for the current band: the input pixels up to the kernel
-// centres of equal shares of the band's output pixels, where the samples
-// cluster, so that the ranges get similar numbers of corners (the first and
-// last are open-ended, for samples far off).
-template <typename T>
-void scatter_bounds(Backward<T>& b) {
-  const DeformConv2dParams& p = b.p;
+// A band with phase B's ranges: the input pixels up to the kernel centres
+// of equal shares of the band's output pixels, where the samples cluster,
+// so that the ranges get similar numbers of corners (the first and last are
+// open-ended, for samples far off).
+Band make_band(const DeformConv2dParams& p, int64_t first, int64_t pixels) {
   const int64_t image_plane = p.height * p.width;
-  b.bounds[0] = 0;
+  Band band{first, pixels, {}};
+  band.bounds[0] = 0;
   for (int64_t r = 1; r < kScatterRanges; ++r) {
-    const int64_t t = b.first + b.pixels * r / kScatterRanges;
+    const int64_t t = first + pixels * r / kScatterRanges;
     const int64_t y = t / p.out_w * p.stride_h - p.pad_h + (p.kernel_h - 1) * p.dilation_h / 2;
     const int64_t x = t % p.out_w * p.stride_w - p.pad_w + (p.kernel_w - 1) * p.dilation_w / 2;
     // Clamped and kept nondecreasing, so the ranges stay disjoint.
-    const int64_t at = std::clamp<int64_t>(y * p.width + x, b.bounds[r - 1], image_plane);
-    b.bounds[r] = static_cast<uint32_t>(at);
+    const int64_t at = std::clamp<int64_t>(y * p.width + x, band.bounds[r - 1], image_plane);
+    band.bounds[r] = static_cast<uint32_t>(at);
   }
-  b.bounds[kScatterRanges] = static_cast<uint32_t>(image_plane + 1);  // the zero pixel too
+  band.bounds[kScatterRanges] = static_cast<uint32_t>(image_plane + 1);  // the zero pixel too
+  return band;
 }
 
 // Phases B and C as one list, each kind spread evenly over it, so that the
@@ -442,7 +433,7 @@ std::vector<int64_t> interleaved(int64_t blocks, int64_t panels) {
 template <typename T, Isa I>
 void run(const T* grad_output, const T* input, const T* weight, const T* offset, const T* mask,
          const DeformConv2dParams& p, T* grad_input, T* grad_weight, T* grad_offset,
-         T* grad_mask, T* grad_bias, const ParallelFor& parallel_for, Phases<T> phases) {
+         T* grad_mask, T* grad_bias, const ParallelFor& parallel_for, Steps<T> run_steps) {
   using S = GemmShape<T, I>;
   const int64_t taps = p.kernel_h * p.kernel_w;
   const int64_t group_channels = p.in_channels / p.groups;
@@ -458,18 +449,22 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   T* packed = packed_weight.get();
   PhaseTimer pack_timer(Phase::kBackwardPack);
   for (int64_t g = 0; g < p.groups; ++g)
-    for (int64_t j0 = 0; j0 < k; j0 += S::NR)
-      for (int64_t o = 0; o < group_out; ++o)
-        for (int64_t j = j0; j < j0 + S::NR; ++j)
-          *packed++ = j < k ? weight[((g * group_out + o) * group_channels + j % group_channels) *
-                                         taps + j / group_channels]
-                            : T{0};
+    for (int64_t j0 = 0; j0 < k; j0 += S::NR) {
+      int64_t column[S::NR];  // of weight[o], for kk = j0 + j (-1: padding)
+      for (int64_t j = 0; j < S::NR; ++j)
+        column[j] = j0 + j < k ? (j0 + j) % group_channels * taps + (j0 + j) / group_channels
+                               : -1;
+      for (int64_t o = 0; o < group_out; ++o) {
+        const T* row = weight + (g * group_out + o) * group_channels * taps;
+        for (int64_t j = 0; j < S::NR; ++j) *packed++ = column[j] >= 0 ? row[column[j]] : T{0};
+      }
+    }
   pack_timer.stop();
 
   DeformConv2dParams one_image = p;
   one_image.batch = 1;  // tiles and the layout copies: one image at a time
   const int64_t row_bytes = row_size * int64_t{sizeof(T)};
-  const int64_t tile = tile_pixels(one_image, row_bytes, S::MR);
+  const int64_t tile = tile_pixels(one_image, row_bytes, tile_unit<T>(S::MR));
   // Bands of at most kBandBytes of G (or one tile), all but the last of
   // one size, a whole number of tiles.
   const int64_t band_limit = std::max<int64_t>(1, kBandBytes / row_bytes / tile) * tile;
@@ -480,11 +475,31 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   const auto blocks = channel_blocks(p);
   const int64_t block_count = static_cast<int64_t>(blocks.size());
   const auto bc_tasks = interleaved(block_count * kScatterRanges, p.groups * panels);
+  // An image's steps, band by band: the band's tiles (phase A), then its
+  // phase B and C tasks, each a stage that waits for the one before (the
+  // band's buffers are shared).  The same list for every image.
+  std::vector<Band> bands;
+  std::vector<Step> steps;
+  std::vector<int64_t> ready;  // per step: the first step of its stage
+  for (int64_t first = 0; first < plane; first += band) {
+    bands.push_back(make_band(p, first, std::min(band, plane - first)));
+    const int64_t index = static_cast<int64_t>(bands.size()) - 1;
+    const int64_t tiles = ceil_div(bands.back().pixels, tile);
+    for (int64_t stage = 0; stage < 2; ++stage) {
+      const int64_t start = static_cast<int64_t>(steps.size());
+      const int64_t count = stage == 0 ? tiles : static_cast<int64_t>(bc_tasks.size());
+      for (int64_t i = 0; i < count; ++i) {
+        steps.push_back({index, stage == 0, i});
+        ready.push_back(start);
+      }
+    }
+  }
 
   // Uninitialized (a previous call's values) where every value read is
   // written first.
   Scratch scratch;
   T* image = scratch.array<T>((image_plane + 1) * p.in_channels);
+  T* grad_rows = scratch.array<T>(band * p.out_channels);
   T* grad_columns = scratch.array<T>(band * row_size);
   T* columns = scratch.array<T>(p.groups * column_group);
   // The padding columns of each group's last panel are never written; the
@@ -500,8 +515,8 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   Backward<T> b{p, taps, group_channels, group_out, k, row_size, plane, sampled,
                 p.in_channels / p.offset_groups, S::NR, tile, band,
                 packed_weight.get(), packed_group, panels, column_group, blocks, bc_tasks,
-                0, 0, {}, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                grad_columns, columns, corner_pixel, corner_weight, grad_image,
+                bands, steps, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                grad_rows, grad_columns, columns, corner_pixel, corner_weight, grad_image,
                 weight_sum.data(), bias_sum.data()};
   const int64_t offset_size = 2 * sampled * plane;
   for (int64_t n = 0; n < p.batch; ++n) {
@@ -521,16 +536,10 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
                 grad_image + std::min(image_plane + 1, end * kCopyPixels) * p.in_channels, T{0});
     });
     zero_timer.stop();
-    for (b.first = 0; b.first < plane; b.first += band) {
-      b.pixels = std::min(band, plane - b.first);
-      scatter_bounds(b);
-      TaskQueue tiles(ceil_div(b.pixels, tile)), tasks(static_cast<int64_t>(bc_tasks.size()));
-      {
-        PhaseTimer timer(Phase::kBackwardTileLoop);
-        parallel_for(tiles.size(), 1, [&](int64_t, int64_t) { phases.tiles(b, tiles); });
-      }
-      PhaseTimer timer(Phase::kBackwardTaskLoop);
-      parallel_for(tasks.size(), 1, [&](int64_t, int64_t) { phases.tasks(b, tasks); });
+    {
+      StagedQueue queue(ready);
+      PhaseTimer timer(Phase::kBackwardLoop);
+      parallel_for(queue.size(), 1, [&](int64_t, int64_t) { run_steps(b, queue); });
     }
     PhaseTimer copy_back_timer(Phase::kBackwardCopy);
     copy_layout<Layout::kPlanar>(grad_image, one_image,
@@ -538,9 +547,10 @@ void run(const T* grad_output, const T* input, const T* weight, const T* offset,
   }
   PhaseTimer unpack_timer(Phase::kBackwardPack);
   for (int64_t o = 0; o < p.out_channels; ++o) {
-    for (int64_t kk = 0; kk < k; ++kk)
-      grad_weight[(o * group_channels + kk % group_channels) * taps + kk / group_channels] =
-          weight_sum[o * k + kk];
+    const T* sum = weight_sum.data() + o * k;  // column kk = tap * C/groups + c
+    for (int64_t tap = 0; tap < taps; ++tap)
+      for (int64_t c = 0; c < group_channels; ++c)
+        grad_weight[(o * group_channels + c) * taps + tap] = sum[tap * group_channels + c];
     grad_bias[o] = bias_sum[o];
   }
 }
@@ -560,16 +570,16 @@ void run_best(const T* grad_output, const T* input, const T* weight, const T* of
     case Isa::kAvx512:
       return run<T, Isa::kAvx512>(grad_output, input, weight, offset, mask, p, grad_input,
                                   grad_weight, grad_offset, grad_mask, grad_bias, parallel_for,
-                                  {tiles_avx512<T>, tasks_avx512<T>});
+                                  steps_avx512<T>);
     case Isa::kAvx2:
       return run<T, Isa::kAvx2>(grad_output, input, weight, offset, mask, p, grad_input,
                                 grad_weight, grad_offset, grad_mask, grad_bias, parallel_for,
-                                {tiles_avx2<T>, tasks_avx2<T>});
+                                steps_avx2<T>);
 #endif
     default:
       return run<T, Isa::kBaseline>(grad_output, input, weight, offset, mask, p, grad_input,
                                     grad_weight, grad_offset, grad_mask, grad_bias,
-                                    parallel_for, {tiles_baseline<T>, tasks_baseline<T>});
+                                    parallel_for, steps_baseline<T>);
   }
 }
 

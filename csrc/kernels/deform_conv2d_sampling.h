@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <type_traits>
 
 #include "deform_conv2d.h"
@@ -26,17 +27,58 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int64_t kColumnBytes = 96 * 1024;  // best of 32-144 KiB, measured
 constexpr int64_t kMinTasks = 16;
 
-// Pixels per tile: a multiple of mr within the L2 budget, and enough tiles
-// for the threads; the tiles of one image come out (nearly) equal.  Depends
-// on the shapes only, never on the thread count.
-inline int64_t tile_pixels(const DeformConv2dParams& p, int64_t row_bytes, int64_t mr) {
+// Pixels per tile: a multiple of `unit` within the L2 budget, and enough
+// tiles for the threads; the tiles of one image come out (nearly) equal.
+// Depends on the shapes only, never on the thread count.
+inline int64_t tile_pixels(const DeformConv2dParams& p, int64_t row_bytes, int64_t unit) {
   const int64_t pixels = p.out_h * p.out_w;
-  const int64_t fit = std::max(mr, kColumnBytes / row_bytes / mr * mr);
+  const int64_t fit = std::max(unit, kColumnBytes / row_bytes / unit * unit);
   const int64_t tiles_wanted = ceil_div(kMinTasks, std::max<int64_t>(p.batch, 1));
-  const int64_t balanced = round_up(ceil_div(pixels, tiles_wanted), mr);
-  const int64_t tile = std::min({fit, balanced, round_up(pixels, mr)});
-  return round_up(ceil_div(pixels, ceil_div(pixels, tile)), mr);
+  const int64_t balanced = round_up(ceil_div(pixels, tiles_wanted), unit);
+  const int64_t tile = std::min({fit, balanced, round_up(pixels, unit)});
+  return round_up(ceil_div(pixels, ceil_div(pixels, tile)), unit);
 }
+
+// The unit of tile_pixels: whole row blocks of the GEMM (mr pixels) that
+// also fill whole cache lines of a per-pixel plane (the offset and mask
+// gradients, the kept corners), so that two threads on neighbouring tiles
+// never write one line (in planes whose size is a multiple of the line).
+template <typename T>
+int64_t tile_unit(int64_t mr) {
+  return std::lcm(mr, int64_t{64 / sizeof(T)});
+}
+
+// One thread's arrays for sample_tap over a tile: `stride` >= tile values
+// per pixel array, whole vectors of any width, so that sample_tap may store
+// whole vectors past the tile's end.  Each array starts on a cache line and
+// fills whole lines.  Two threads' arrays as std::vectors, placed next to each
+// other by malloc, shared a line at their ends: then each thread's writes
+// evicted the other's lines.
+template <typename T>
+struct SampleScratch {
+  static constexpr int64_t kMaxLanes = 16;  // values per vector, at most
+
+  explicit SampleScratch(int64_t tile)
+      : stride(round_up(tile, kMaxLanes)),
+        position(zeros<T>(2 * stride)),
+        weight(zeros<T>(4 * stride)),
+        pixel(zeros<uint32_t>(4 * stride)),
+        fraction(zeros<T>(2 * stride)) {}
+  int64_t stride;
+  AlignedArray<T> position;      // y then x of each pixel's first tap, unshifted
+  AlignedArray<T> weight;        // the 4 corner weights of each pixel (mask folded in)
+  AlignedArray<uint32_t> pixel;  // the 4 corner pixels (flat, in one image)
+  AlignedArray<T> fraction;      // ly then lx of each pixel (the backward's)
+
+ private:
+  template <typename U>
+  static AlignedArray<U> zeros(int64_t n) {
+    static_assert(kMaxLanes * sizeof(U) % 64 == 0, "whole cache lines");
+    AlignedArray<U> array = aligned_array<U>(n);
+    std::fill_n(array.get(), n, U{0});
+    return array;
+  }
+};
 
 // How the sampler treats a sample exactly one pixel above or left of the
 // image (y == -1 or x == -1), where the bilinear value is 0 either way.

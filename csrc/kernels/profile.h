@@ -38,8 +38,7 @@ enum class Phase {
                      // and the offset and mask gradients from them
   kBackwardScatter,  // input gradient: G onto the corners (phase B)
   kBackwardGemmW,    // grad_W += grad_output * columns (phase C), bias gradient
-  kBackwardTileLoop, // phase A's loops (wall)
-  kBackwardTaskLoop, // phase B and C's loops (wall)
+  kBackwardLoop,     // the loop over the bands' phases A, B and C (wall)
   kCount
 };
 

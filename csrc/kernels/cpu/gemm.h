@@ -40,10 +40,12 @@ inline int64_t gemm_packed_size(int64_t n, int64_t k, int64_t nr) {
 
 // The MR x NR block of A rows a[0..rows) times one panel of B, written
 // row-major to tile (rows past `rows` repeat the last row and are ignored).
+// Element (i, p) of A is a[i * lda + p * step]: step 1 for a row-major A,
+// lda 1 for a column-major one.
 template <typename T, int MR, int NV, int W>
 __attribute__((always_inline)) inline void gemm_micro_kernel(
     int64_t k, const T* a, int64_t lda, int64_t rows, const T* __restrict b,
-    const T* bias, T* __restrict tile) {
+    const T* bias, T* __restrict tile, int64_t step = 1) {
   const T* row[MR];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) row[i] = a + std::min<int64_t>(i, rows - 1) * lda;
@@ -61,7 +63,7 @@ __attribute__((always_inline)) inline void gemm_micro_kernel(
     for (int v = 0; v < NV; ++v) load<T, W>(bv[v], b + v * W);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const T ai = row[i][p];
+      const T ai = row[i][p * step];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
     }

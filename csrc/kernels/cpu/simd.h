@@ -45,6 +45,20 @@ __attribute__((always_inline)) inline void load_as(Vec<U, W>& v, const T* p) {
   for (int l = 0; l < W; ++l) v[l] = static_cast<U>(p[l]);
 }
 
+// The sum of the W lanes of v, by halves (log2 W dependent adds, where a
+// lane-by-lane sum is a chain of W - 1).
+template <typename T, int W>
+__attribute__((always_inline)) inline T reduce_add(const Vec<T, W>& v) {
+  if constexpr (W == 2) {
+    return v[0] + v[1];
+  } else {
+    Vec<T, W / 2> low, high;
+    std::memcpy(&low, &v, sizeof low);
+    std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+    return reduce_add<T, W / 2>(low + high);
+  }
+}
+
 // Arrays the vector loops read and write start on a cache line.  A run of
 // channels that starts at a multiple of 64 bytes into them then never
 // straddles two lines.  With 64-byte vectors (AVX-512) every load and store of
