@@ -33,7 +33,6 @@
 // have zero gradients.
 #include <algorithm>
 #include <array>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -345,13 +344,14 @@ __attribute__((always_inline)) inline void weight_panel(const Backward<T>& b, co
 // Claims an image's steps until none is left.
 template <typename T, Isa I>
 __attribute__((always_inline)) inline void run_steps(const Backward<T>& b, StagedQueue& queue) {
-  std::optional<SampleScratch<T>> scratch;  // allocated by the first tile this thread runs
+  // Allocated before the first claim: a task this thread claimed and never
+  // finished (a failed allocation) would leave the other threads waiting.
+  SampleScratch<T> scratch(b.tile);
   for (int64_t i; (i = queue.claim()) >= 0; queue.finish()) {
     const Step& step = b.steps[i];
     const Band& band = b.bands[step.band];
     if (step.tile) {
-      if (!scratch) scratch.emplace(b.tile);
-      run_tile<T, I>(b, band, step.index, *scratch);
+      run_tile<T, I>(b, band, step.index, scratch);
     } else if (const int64_t task = b.bc_tasks[step.index]; task >= 0) {
       scatter_block<T, I>(b, band, task);
     } else {
