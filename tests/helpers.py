@@ -79,3 +79,16 @@ def empty_name_cases(ops):
             cases[f"{op.name}-{kind}-{name.strip('()')}"] = (
                 variant, {k: v for k, v in feeds(base).items() if k in present})
     return cases
+
+
+def run_kernel_driver(source, tmp_path):
+    """Compiles a small C++ program against csrc/kernels/ (headers only) and
+    runs it: for the kernels' pieces no op call reaches."""
+    import subprocess
+    from pathlib import Path
+
+    kernels = Path(__file__).resolve().parent.parent / "csrc" / "kernels"
+    program = tmp_path / Path(source).stem
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-pthread", f"-I{kernels}",
+                    str(source), "-o", str(program)], check=True)
+    return subprocess.run([str(program)], capture_output=True, text=True, timeout=120)
