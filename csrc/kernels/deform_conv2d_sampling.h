@@ -51,9 +51,10 @@ int64_t tile_unit(int64_t mr) {
 // One thread's arrays for sample_tap over a tile: `stride` >= tile values
 // per pixel array, whole vectors of any width, so that sample_tap may store
 // whole vectors past the tile's end.  Each array starts on a cache line and
-// fills whole lines.  Two threads' arrays as std::vectors, placed next to each
-// other by malloc, shared a line at their ends: then each thread's writes
-// evicted the other's lines.
+// fills whole lines, so that two threads' arrays never share a line (as
+// std::vectors placed next to each other by malloc they could, and each
+// thread's writes would then evict the other's line; not seen to matter
+// in the measurements, docs/benchmarks.md).
 template <typename T>
 struct SampleScratch {
   static constexpr int64_t kMaxLanes = 16;  // values per vector, at most
