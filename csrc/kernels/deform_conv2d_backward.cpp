@@ -166,9 +166,17 @@ __attribute__((always_inline)) inline void axpy_corners(int count, const T (&w)[
     for (int i = 0; i < count; ++i) dst[i][c] += w[i] * src[c];
 }
 
+// A run of channels in phase A's gather: `size` channels from `channel`,
+// their G values at `grad` in a row of G and their columns at `column`
+// (plus the pixel's row times nr) in `columns`.
+struct Run {
+  int64_t channel, size, grad, column;
+};
+
 template <typename T, Isa I>
 __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, const Band& band,
-                                                    int64_t task, SampleScratch<T>& s) {
+                                                    int64_t task, SampleScratch<T>& s,
+                                                    std::vector<Run>& runs) {
   using S = GemmShape<T, I>;
   constexpr int W = S::W;
   static_assert(W <= SampleScratch<T>::kMaxLanes, "sample_tap stores whole vectors");
@@ -215,7 +223,18 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, const 
     }
     sample_timer.stop();
     PhaseTimer gather_timer(Phase::kBackwardGather);
-    const int64_t og_begin = og * b.og_channels, og_end = og_begin + b.og_channels;
+    // The offset group's channels as runs of one weight group, each cut
+    // where the packed columns start a new panel: the same for every pixel.
+    runs.clear();
+    for (int64_t c = og * b.og_channels, og_end = c + b.og_channels; c < og_end;) {
+      const int64_t g = c / b.group_channels;
+      const int64_t run_end = std::min(og_end, (g + 1) * b.group_channels);
+      for (int64_t kk = tap * b.group_channels + c - g * b.group_channels; c < run_end;) {
+        const int64_t j = kk % b.nr, n = std::min(run_end - c, b.nr - j);
+        runs.push_back({c, n, g * b.k + kk, g * b.column_group + kk / b.nr * b.band * b.nr + j});
+        c += n, kk += n;
+      }
+    }
     for (int64_t t = 0; t < pixels; ++t) {
       const uint32_t* corner = s.pixel.get() + t;
       const T* wt = s.weight.get() + t;
@@ -223,22 +242,14 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, const 
       Vec<T, W> acc[4] = {};
       T tail[4] = {};
       const T* grad_row = g_rows + t * b.row_size;
-      // The offset group's channels, run by run of one weight group, each
-      // run cut where the packed columns start a new panel.
-      for (int64_t c = og_begin; c < og_end;) {
-        const int64_t g = c / b.group_channels;
-        const int64_t run_end = std::min(og_end, (g + 1) * b.group_channels);
-        for (int64_t kk = tap * b.group_channels + c - g * b.group_channels; c < run_end;) {
-          const int64_t j = kk % b.nr, n = std::min(run_end - c, b.nr - j);
-          const T* const src[4] = {b.image + int64_t{corner[0]} * channels + c,
-                                   b.image + int64_t{corner[stride]} * channels + c,
-                                   b.image + int64_t{corner[2 * stride]} * channels + c,
-                                   b.image + int64_t{corner[3 * stride]} * channels + c};
-          T* column = b.columns + g * b.column_group + (kk / b.nr) * b.band * b.nr +
-                      (row0 + t) * b.nr + j;
-          blend_dot<T, W>(src, weight, grad_row + g * b.k + kk, n, column, acc, tail);
-          c += n, kk += n;
-        }
+      T* column_row = b.columns + (row0 + t) * b.nr;
+      for (const Run& run : runs) {
+        const T* const src[4] = {b.image + int64_t{corner[0]} * channels + run.channel,
+                                 b.image + int64_t{corner[stride]} * channels + run.channel,
+                                 b.image + int64_t{corner[2 * stride]} * channels + run.channel,
+                                 b.image + int64_t{corner[3 * stride]} * channels + run.channel};
+        blend_dot<T, W>(src, weight, grad_row + run.grad, run.size, column_row + run.column, acc,
+                        tail);
       }
       T dot[4];
       for (int q = 0; q < 4; ++q) dot[q] = tail[q] + reduce_add<T, W>(acc[q]);
@@ -347,11 +358,13 @@ __attribute__((always_inline)) inline void run_steps(const Backward<T>& b, Stage
   // Allocated before the first claim: a task this thread claimed and never
   // finished (a failed allocation) would leave the other threads waiting.
   SampleScratch<T> scratch(b.tile);
+  std::vector<Run> runs;
+  runs.reserve(b.og_channels + 1);  // at most one run per channel
   for (int64_t i; (i = queue.claim()) >= 0; queue.finish()) {
     const Step& step = b.steps[i];
     const Band& band = b.bands[step.band];
     if (step.tile) {
-      run_tile<T, I>(b, band, step.index, scratch);
+      run_tile<T, I>(b, band, step.index, scratch, runs);
     } else if (const int64_t task = b.bc_tasks[step.index]; task >= 0) {
       scatter_block<T, I>(b, band, task);
     } else {
