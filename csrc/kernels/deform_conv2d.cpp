@@ -137,6 +137,10 @@ __attribute__((always_inline)) inline void run_tile(const Call<T>& call, int64_t
   for (int64_t ch = 0; ch < sampled; ++ch) {
     const int64_t og = ch / call.taps, tap = ch % call.taps;
     PhaseTimer sample_timer(Phase::kForwardSample);
+    const int64_t left = out_plane - first;
+    for (int64_t plane : {2 * ch, 2 * ch + 1})
+      prefetch_next_tile<Access::kRead>(offset + plane * out_plane, call.tile, left);
+    if (mask) prefetch_next_tile<Access::kRead>(mask + ch * out_plane, call.tile, left);
     sample_tap<T, sample_lanes<T, GemmShape<T, I>::W>()>(
         pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
         static_cast<T>(tap % p.kernel_w * p.dilation_w), offset + 2 * ch * out_plane,

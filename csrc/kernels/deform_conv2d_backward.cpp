@@ -210,6 +210,14 @@ __attribute__((always_inline)) inline void run_tile(const Backward<T>& b, const 
     const int64_t og = ch / b.taps, tap = ch % b.taps;
     const T* mask = b.mask ? b.mask + ch * plane + first : nullptr;
     PhaseTimer sample_timer(Phase::kBackwardSample);
+    const int64_t left = plane - first;
+    for (int64_t at : {2 * ch * plane + first, (2 * ch + 1) * plane + first}) {
+      prefetch_next_tile<Access::kRead>(b.offset + at, b.tile, left);
+      prefetch_next_tile<Access::kWrite>(b.grad_offset + at, b.tile, left);
+    }
+    if (mask) prefetch_next_tile<Access::kRead>(mask, b.tile, left);
+    if (b.grad_mask)
+      prefetch_next_tile<Access::kWrite>(b.grad_mask + ch * plane + first, b.tile, left);
     sample_tap<T, sample_lanes<T, W>(), Edge::kGradient>(
         pixels, pos_y, pos_x, static_cast<T>(tap / p.kernel_w * p.dilation_h),
         static_cast<T>(tap % p.kernel_w * p.dilation_w), b.offset + 2 * ch * plane + first,
