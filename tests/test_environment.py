@@ -98,3 +98,15 @@ def test_installed_version_is_the_pin(name):
     except importlib.metadata.PackageNotFoundError:
         pytest.fail(f"{name} is not installed (requirements.txt pins {pinned})")
     assert installed.split("+")[0] == pinned
+
+
+def test_the_pinned_torch_is_pypis_cuda_build_running_on_the_cpu():
+    """docs/versions.md: `torch==2.14.1` from PyPI is the CUDA 13.0 build (its
+    NVIDIA libraries are what makes the venv large); the course runs it on the CPU."""
+    import torch
+
+    assert torch.__version__ == "2.14.1+cu130" and torch.version.cuda == "13.0"
+    nvidia = [d.metadata["Name"] for d in importlib.metadata.distributions()
+              if canonical(d.metadata["Name"]).startswith("nvidia-")]
+    assert "nvidia-cublas" in map(canonical, nvidia), nvidia
+    assert "`torch==2.14.1` from PyPI is `2.14.1+cu130`" in (ROOT / "docs/versions.md").read_text()
