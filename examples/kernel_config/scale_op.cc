@@ -4,7 +4,8 @@
 // given) and by each kernel when it is created (KernelInfo_GetConfigEntries).
 // The kernel logs through the session's logger (KernelInfo_GetLogger,
 // Logger_LogMessage) and declares that y may reuse x's buffer (GetMayInplace).
-//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE scale_op.cc -o libscale.so
+//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE scale_op.cc -o libscale.so \
+//       -Wl,--version-script=exports.lds   # only RegisterCustomOps exported (csrc/ort/exports.lds)
 // -DNO_INPLACE leaves GetMayInplace unset, for comparison.
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
@@ -22,7 +23,8 @@ const OrtApi& api() { return Ort::GetApi(); }
 std::string factor_at_registration = "unset";  // what the last RegisterCustomOps saw
 
 // One line to the session's log, at the given severity (shown when the session's
-// log_severity_level lets it through).
+// log_severity_level lets it through).  A line that cannot be logged is dropped:
+// the Ort::Status releases the error, which is never the kernel's.
 void log(const OrtLogger* logger, OrtLoggingLevel level, const std::string& text) {
   Ort::Status(api().Logger_LogMessage(logger, level, text.c_str(), ORT_FILE, __LINE__, __func__));
 }
