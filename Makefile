@@ -83,8 +83,11 @@ torch-envs: $(DEPS)
 	  $(PY) -m customops.envs torch==$$version onnxruntime==$(TORCH_ENV_ORT) > /dev/null || exit 1; \
 	done
 
-# The notebooks run as tests, so they need what they need in JupyterLab.
-test: $(NOTEBOOK_NEEDS)
+# The notebooks run as tests, so they need what they need in JupyterLab; the
+# protobuf compiler and library are for tests/test_protobuf_twice.py (notebook 22).
+PROTOC := /usr/bin/protoc
+
+test: $(NOTEBOOK_NEEDS) $(PROTOC)
 	$(PY) -m pytest
 
 # The C++ application examples/cpp -> build/cpp/run_model, linked against the
@@ -106,6 +109,10 @@ $(CPP_BUILD)/run_model: $(DEPS) customops/headers.py $(wildcard examples/cpp/*) 
 $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) apt-get install -y --no-install-recommends chromium
+
+$(PROTOC):
+	$(SUDO) apt-get update
+	$(SUDO) apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev
 
 # Speed of the kernels against their references, side by side (see bench/).
 bench: setup cpp $(CHROMIUM)  # the notebooks it times need both

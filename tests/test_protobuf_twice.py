@@ -4,8 +4,8 @@ both ("File already exists in database: onnx/onnx-ml.proto"); generated for
 the lite runtime, as the onnx wheel's own .proto asks, they load side by side.
 
 Needs protoc and the shared libprotobuf with its headers (Debian:
-protobuf-compiler, libprotobuf-dev), which the course does not otherwise use;
-without them the test is skipped, and says why."""
+protobuf-compiler, libprotobuf-dev), which `make test` installs; without them
+the test fails and says what to install."""
 
 import shutil
 import subprocess
@@ -39,8 +39,8 @@ def two_copies(directory: Path, lite: bool) -> list[str]:
 
 @pytest.fixture(scope="module")
 def protobuf():
-    if not shutil.which("protoc") or not Path("/usr/include/google/protobuf/message.h").is_file():
-        pytest.skip("needs protoc and libprotobuf's headers (apt-get install protobuf-compiler libprotobuf-dev)")
+    assert shutil.which("protoc") and Path("/usr/include/google/protobuf/message.h").is_file(), \
+        "needs protoc and libprotobuf's headers: `make test` installs them (apt-get install protobuf-compiler libprotobuf-dev)"
 
 
 @pytest.mark.parametrize("lite", [False, True], ids=["full runtime", "lite runtime"])
