@@ -65,9 +65,9 @@ def test_the_built_op_runs_against_numpy(embed_library, with_scale):
     inputs = ["ids", "table", "scale"] if with_scale else ["ids", "table"]
     graph = helper.make_graph(
         [helper.make_node("embed", inputs, ["out"], domain="my_ops")], "g",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, [None]),
-         helper.make_tensor_value_info("table", TensorProto.FLOAT, [None, None]),
-         helper.make_tensor_value_info("scale", TensorProto.FLOAT, [None])][:len(inputs)],
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [7]),
+         helper.make_tensor_value_info("table", TensorProto.FLOAT, [5, 3]),
+         helper.make_tensor_value_info("scale", TensorProto.FLOAT, [3])][:len(inputs)],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my_ops", 2)],
                               ir_version=10)
