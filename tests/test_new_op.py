@@ -17,6 +17,7 @@ import onnx
 import pytest
 import torch
 
+import customops.headers
 from customops import new_op
 from customops.envs import torch_python
 from customops.new_op.schema import build
@@ -324,3 +325,23 @@ def test_a_project_from_a_schema_passes_its_tests_untouched(tmp_path, args):
             [t.dims for t in op.outputs]  # E and K as given, never u0
     text = (tmp_path / "README.md").read_text() + (tmp_path / "csrc" / f"{op.name}.h").read_text()
     assert not TEMPLATE_WORDS.search(text.replace("my_ops::ball_query", ""))
+
+
+def test_the_ort_library_builds_with_the_cmake_example(project, tmp_path):
+    """examples/cmake_ort_library (notebook 21, section 6) builds the project's ORT
+    library from csrc/ort_op.cc; the project's own ORT tests pass on that build."""
+    directory, _ = project
+    copy = tmp_path / "cmake"
+    shutil.copytree(directory, copy, symlinks=True)
+    library = copy / "build" / f"lib{NAME}_ort.so"
+    library.unlink()
+    cmake_build = tmp_path / "cmake_build"
+    for command in (["-S", REPOSITORY / "examples" / "cmake_ort_library", "-B", cmake_build, f"-DOP_NAME={NAME}_ort",
+                     f"-DOP_SOURCES={copy / 'csrc' / 'ort_op.cc'}", f"-DORT_INCLUDE_DIR={customops.headers.include_dir()}"],
+                    ["--build", cmake_build]):
+        done = subprocess.run(["cmake", *map(str, command)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    shutil.copy(cmake_build / library.name, library)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_ort.py"],
+                          cwd=copy, capture_output=True, text=True)
+    assert passed(done) > 10
