@@ -35,8 +35,9 @@ SYMBOLS = sorted({d for _, dims in INPUTS.values() for d in dims if isinstance(d
 LIMIT = 1 << 26  # input elements: the size search stops there (a math too fast to reach the time)
 
 
-def call_torch(arrays, threads):
-    torch.set_num_threads(threads)
+def call_torch(arrays, threads=None):
+    if threads:
+        torch.set_num_threads(threads)
     tensors = [torch.from_numpy(arrays[name]) if name in arrays else None for name in INPUTS]
     outputs = OP(*tensors, **EXPORTED)
     return [t.numpy() for t in (outputs if isinstance(outputs, tuple) else (outputs,))]
@@ -50,7 +51,7 @@ def seconds(run):
 
 def one_thread_seconds(arrays, calls=3):
     call_torch(arrays, 1)  # warm
-    return statistics.median(seconds(lambda: call_torch(arrays, 1))[0] for _ in range(calls))
+    return statistics.median(seconds(lambda: call_torch(arrays))[0] for _ in range(calls))
 
 
 def scaled_sample(dtype, target):
@@ -80,14 +81,16 @@ def ort_session(threads):
     return ort.InferenceSession(str(MODEL), options, providers=["CPUExecutionProvider"])
 
 
-def interleaved(runs, rounds):
-    """{threads: [seconds per round]} of each run, alternately first; exits 1
-    when an output differs from the first run's."""
-    first = {n: run() for n, run in runs.items()}  # warm, and the outputs to compare with
+def interleaved(runs, rounds, prepare=lambda threads: None):
+    """{threads: [seconds per round]} of each run, alternately first, each
+    after an untimed prepare(threads); exits 1 when an output differs from the
+    first run's."""
+    first = {n: (prepare(n), run())[1] for n, run in runs.items()}  # warm, and the outputs to compare with
     reference = next(iter(first.values()))
     times = {n: [] for n in runs}
     for r in range(rounds):
         for n in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+            prepare(n)
             took, outputs = seconds(runs[n])
             times[n].append(took)
             for got, want in zip(outputs, reference):
@@ -139,7 +142,8 @@ def main():
     sessions = {n: ort_session(n) for n in counts}
     results["ONNX Runtime"] = interleaved({n: (lambda s=s: s.run(None, arrays)) for n, s in sessions.items()},
                                           args.rounds)
-    results["PyTorch"] = interleaved({n: (lambda n=n: call_torch(arrays, n)) for n in counts}, args.rounds)
+    results["PyTorch"] = interleaved({n: (lambda: call_torch(arrays)) for n in counts}, args.rounds,
+                                     prepare=torch.set_num_threads)
     torch.set_num_threads(counts[-1])
     (_, by_ort), (_, by_torch) = results.values()
     if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(by_ort, by_torch)):
