@@ -4,7 +4,7 @@ one run.  Writes the table to build/bench.md and the plot to build/bench.png.
 
 The inputs are drawn as samples.py draws them, every named size set to one
 number k, grown until one PyTorch call on one thread takes about --ms
-milliseconds (10 by default).  Each runtime's 1-thread and N-thread runs are
+milliseconds of CPU time (10 by default).  Each runtime's 1-thread and N-thread runs are
 interleaved (which goes first alternates), and a speed-up is the median of the
 per-pair ratios, so a load that comes and goes slows both sides of a pair.  The
 ORT sessions do not spin between runs (session.intra_op.allow_spinning 0), or
@@ -43,15 +43,17 @@ def call_torch(arrays, threads=None):
     return [t.numpy() for t in (outputs if isinstance(outputs, tuple) else (outputs,))]
 
 
-def seconds(run):
-    start = time.perf_counter()
+def seconds(run, clock=time.perf_counter):
+    start = clock()
     result = run()
-    return time.perf_counter() - start, result
+    return clock() - start, result
 
 
 def one_thread_seconds(arrays, calls=3):
+    """The CPU time of a PyTorch call on this thread: unlike the time a call
+    takes, it does not grow when other processes take the CPU."""
     call_torch(arrays, 1)  # warm
-    return statistics.median(seconds(lambda: call_torch(arrays))[0] for _ in range(calls))
+    return statistics.median(seconds(lambda: call_torch(arrays), time.thread_time)[0] for _ in range(calls))
 
 
 def scaled_sample(dtype, target):

@@ -1,7 +1,8 @@
 """The math's parallel_for (csrc/parallel.h): the same outputs at 1 and at 2
 threads, in ORT (the session's intra_op_num_threads) and in PyTorch
-(torch.set_num_threads), on inputs that take about 2 ms on one thread (sized
-as `make bench` sizes them), which a grain of some microseconds splits."""
+(torch.set_num_threads), on inputs that take about 2 ms of CPU time on one
+thread (sized as `make bench` sizes them), which a grain of some microseconds
+splits."""
 
 import numpy as np
 import pytest
