@@ -119,9 +119,10 @@ def plot(rows, title, path):
     figure, axes = plt.subplots(figsize=(6, 3.5))
     width = 0.8 / len(counts)
     for j, n in enumerate(counts):
-        ms = [next(r[2] for r in rows if r[0] == runtime and r[1] == n) for runtime in runtimes]
-        bars = axes.bar([i + j * width for i in range(len(runtimes))], ms, width, label=f"{n} thread{'s' * (n > 1)}")
-        axes.bar_label(bars, fmt="%.2f ms")
+        mine = [next(r for r in rows if r[0] == runtime and r[1] == n) for runtime in runtimes]
+        bars = axes.bar([i + j * width for i in range(len(runtimes))], [r[2] for r in mine], width,
+                        label=f"{n} thread{'s' * (n > 1)}")
+        axes.bar_label(bars, [f"{r[2]:.2f} ms" + (f", {r[3]:.2f}x" if n > 1 else "") for r in mine])
     axes.set_xticks([i + width * (len(counts) - 1) / 2 for i in range(len(runtimes))], runtimes)
     axes.set_ylabel("ms per call (median)")
     axes.set_title(title, fontsize=9)
