@@ -202,6 +202,13 @@ def make_test(directory):
                           capture_output=True, text=True, env=env)
 
 
+def make(directory, *targets):
+    """`make TARGETS` in a generated project, as make_test runs it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(["make", *targets, f"PYTHON={sys.executable}"], cwd=directory, capture_output=True,
+                          text=True, env=env)
+
+
 def passed(done) -> int:
     """The number of tests passed, once every test passed; no skip, no failure."""
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -277,6 +284,42 @@ def test_a_crash_of_the_ort_op_fails_one_named_case(project, tmp_path):
     assert failed and all("300" in case or "test_check" in case or "concurrent" in case for case in failed), failed
     assert "onnxruntime died of signal 6" in done.stdout
     assert re.search(r"\d+ failed, \d+ passed", done.stdout)
+
+
+def test_the_parallel_test_fails_when_items_share_a_total(project, tmp_path):
+    """A total carried across the rows of one range (a write items share): the
+    outputs then depend on where parallel_for splits, and the project's
+    test_parallel sees it at 1 and 2 threads (at::parallel_for splits by thread count)."""
+    directory, _ = project
+    broken = tmp_path / "shared"
+    shutil.copytree(directory, broken, symlinks=True)
+    header = broken / "csrc" / f"{NAME}.h"
+    loop = "  parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"
+    total = "      double total = 0;  // double: the sum of many floats keeps its precision\n"
+    text = header.read_text()
+    assert loop in text and total in text
+    header.write_text(text.replace(total, "").replace(loop, loop + "    double total = 0;\n"))
+    built = make(broken)
+    assert built.returncode == 0, built.stderr[-2000:]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_parallel.py"],
+                          cwd=broken, capture_output=True, text=True)
+    failed = set(re.findall(r"^FAILED tests/test_parallel\.py::(\w+)", done.stdout, re.MULTILINE))
+    assert failed == {"test_torch_same_outputs_at_1_and_2_threads",
+                      "test_ort_same_outputs_at_1_and_2_threads_as_torch"}, done.stdout[-3000:]
+
+
+def test_make_bench_times_both_runtimes_at_1_and_n_threads(project):
+    directory, _ = project
+    done = make(directory, "bench")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    table = (directory / "build" / "bench.md").read_text()
+    assert table in done.stdout
+    counts = sorted({1, len(os.sched_getaffinity(0))})
+    for runtime in ("ONNX Runtime", "PyTorch"):
+        for n in counts:
+            assert re.search(rf"^\| {runtime} \| {n} \| [\d.]+ \| [\d.]+x \|$", table, re.MULTILINE), table
+    assert f"Outputs identical at {' and '.join(map(str, counts))} threads in both runtimes" in table
+    assert (directory / "build" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_make_wheel_runs_next_to_another_torch_and_onnxruntime(project, tmp_path):

@@ -57,7 +57,7 @@ def math_parameters(op: Op) -> list:
     params += [f"{CPP_PARAMETER[a.kind]} {a.name}" for a in op.attributes]
     params += [f"int64_t {s}" for s in op.symbols() + op.data_dependent()]
     params += [f"{MATH_TYPE[t.dtype]}* {t.name}" for t in op.outputs]
-    return params
+    return params + ["const ParallelFor& parallel_for"]  # parallel.h: the runtime's threads
 
 
 def output_symbols(op: Op) -> list:
@@ -105,6 +105,8 @@ def math(op: Op) -> list:
            "#include <string>",
            "#include <vector>",
            "",
+           '#include "parallel.h"',
+           "",
            "// The attributes, checked once per ORT session (and on each PyTorch call).",
            wrap(f"inline void check_{op.name}_attributes(",
                 [f"{CPP_PARAMETER[a.kind]} {a.name}" for a in op.attributes], ") {}", 4),
@@ -117,10 +119,12 @@ def math(op: Op) -> list:
                 "  return 0;",
                 "}",
                 ""]
-    out += ["// The outputs are allocated with the declared shapes.  Placeholder: zeros.  Write the math here.",
+    out += ["// The outputs are allocated with the declared shapes.  Placeholder: zeros.  Write the math here,",
+            "// its loop over independent items in parallel_for(begin, end, grain, fn) (parallel.h).",
             "template <typename T>",
             wrap(f"void {op.name}(", math_parameters(op), ") {", 4)]
-    out += [f"  std::fill({t.name}, {t.name} + {count(t)}, {MATH_TYPE[t.dtype]}{{0}});" for t in op.outputs]
+    out += [f"  parallel_for(0, {count(t)}, 4096, [&](int64_t begin, int64_t end) "
+            f"{{ std::fill({t.name} + begin, {t.name} + end, {MATH_TYPE[t.dtype]}{{0}}); }});" for t in op.outputs]
     return out + ["}"]
 
 
@@ -214,7 +218,8 @@ def torch_kernel(op: Op) -> list:
             ("at::kFloat" if x.dtype == "float16" else TORCH_SCALAR[x.dtype])
         out.append(f"  at::Tensor {x.name} = at::empty({{{dims_text(x.dims)}}}, {t.name}.options().dtype({scalar}));")
     out.append(wrap(f"  {op.name}<T>(", pointers + op.data_dependent() +
-                    [f"{x.name}.data_ptr<{MATH_TYPE[x.dtype]}>()" for x in op.outputs], ");", 4))
+                    [f"{x.name}.data_ptr<{MATH_TYPE[x.dtype]}>()" for x in op.outputs] + ["torch_parallel_for"],
+                    ");", 4))
     stored = [f"{x.name}.to({t.name}.scalar_type())" if x.dtype == "T" else
               (f"{x.name}.to(at::kHalf)" if x.dtype == "float16" else x.name) for x in op.outputs]
     out.append(f"  return {stored[0]};" if len(stored) == 1 else "  return {" + ", ".join(stored) + "};")
@@ -432,8 +437,8 @@ def ort_compute(op: Op) -> list:
                         pointers, "));", 10))
     for index, x in enumerate(op.outputs):
         out.append(f"      Output<{storage(x)}> {x.name}(context, {index}, {{{dims_text(x.dims)}}});")
-    out.append(wrap(f"      {op.name}<T>(", pointers + op.data_dependent() + [f"{x.name}.data()" for x in op.outputs],
-                    ");", 8))
+    out.append(wrap(f"      {op.name}<T>(", pointers + op.data_dependent() + [f"{x.name}.data()" for x in op.outputs]
+                    + ["ort_parallel_for(context)"], ");", 8))
     out += [f"      {x.name}.store();" for x in op.outputs if x.dtype in ("T", "float16")]
     return out
 

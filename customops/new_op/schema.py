@@ -34,7 +34,7 @@ FLOAT_DTYPES = ("float32", "float64", "float16")
 ELEMENT_TYPES = FLOAT_DTYPES + ("int64", "int32", "bool")
 # Names a project's generated code uses for itself, which an argument must not take.
 RESERVED = {"self", "sizes", "context", "raw", "info", "kernel", "result", "options", "T", "Stored", "g", "op",
-            "inputs", "np", "torch"}
+            "inputs", "np", "torch", "parallel_for", "begin", "end"}
 
 
 class NewOpError(ValueError):

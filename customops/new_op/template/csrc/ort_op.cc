@@ -11,13 +11,17 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "parallel.h"
 #include "scaled_row_sum.h"
 #include "sizes.h"
 
@@ -113,6 +117,42 @@ class Output {
   std::vector<math_t<Stored>> copy_;
 };
 
+// The math's parallel_for (parallel.h) on the session's intra-op pool, through
+// KernelContext_ParallelFor (API 17, as old as the shape function's C API).  ORT
+// calls a C function once per chunk and its threads take the chunks in turn.  The
+// chunks hold at least `grain` items each and depend on the range alone (at most
+// kMaxChunks: enough to balance any pool, few enough to amortise their hand-out).
+// An exception must not cross ORT's threads: the first one is kept and rethrown here.
+ParallelFor ort_parallel_for(const Ort::KernelContext& context) {
+  return [context](int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+    constexpr int64_t kMaxChunks = 64;
+    const int64_t chunks = std::min(kMaxChunks, (end - begin) / std::max<int64_t>(grain, 1));
+    if (chunks <= 1) {
+      if (end > begin) fn(begin, end);
+      return;
+    }
+    struct Job {
+      int64_t begin, size, chunks;
+      const std::function<void(int64_t, int64_t)>& fn;
+      std::mutex mutex;
+      std::exception_ptr error;
+    } job{begin, end - begin, chunks, fn, {}, nullptr};
+    context.ParallelFor(
+        [](void* data, size_t index) {
+          Job& job = *static_cast<Job*>(data);
+          const int64_t chunk = static_cast<int64_t>(index);
+          try {
+            job.fn(job.begin + job.size * chunk / job.chunks, job.begin + job.size * (chunk + 1) / job.chunks);
+          } catch (...) {
+            const std::lock_guard<std::mutex> lock(job.mutex);
+            if (!job.error) job.error = std::current_exception();
+          }
+        },
+        static_cast<size_t>(chunks), 0, &job);
+    if (job.error) std::rethrow_exception(job.error);
+  };
+}
+
 template <typename Stored>
 struct ScaledRowSumKernel {
   using T = math_t<Stored>;
@@ -134,7 +174,8 @@ struct ScaledRowSumKernel {
       const Input<Stored> weight_(weight);
       Output<Stored> sum(context, 0, {rows});
       Output<int64_t> argmax(context, 1, {rows});
-      scaled_row_sum<T>(x_.data(), weight_.data(), scale, rows, cols, sum.data(), argmax.data());
+      scaled_row_sum<T>(x_.data(), weight_.data(), scale, rows, cols, sum.data(), argmax.data(),
+        ort_parallel_for(context));
       sum.store();
       // </schema:ort-compute>
       return nullptr;

@@ -3,15 +3,18 @@
 // torch.ops.load_library and calls torch.ops.my_ops.scaled_row_sum.
 // The regions marked <schema:...> follow from the op's schema: regenerate
 // them rather than edit them; the math is in scaled_row_sum.h.
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <tuple>
 #include <vector>
 
+#include "parallel.h"
 #include "scaled_row_sum.h"
 #include "sizes.h"
 
@@ -59,6 +62,12 @@ auto value_errors(F checks) {
   }
 }
 
+// The math's parallel_for (parallel.h) on torch's intra-op threads, which rethrow
+// an exception of fn in the caller.
+void torch_parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  at::parallel_for(begin, end, grain, fn);
+}
+
 // <schema:torch-kernel>
 template <typename T>
 std::tuple<at::Tensor, at::Tensor> scaled_row_sum_typed(const at::Tensor& x,
@@ -70,7 +79,7 @@ std::tuple<at::Tensor, at::Tensor> scaled_row_sum_typed(const at::Tensor& x,
   at::Tensor sum = at::empty({rows}, x.options().dtype(math_type<T>()));
   at::Tensor argmax = at::empty({rows}, x.options().dtype(at::kLong));
   scaled_row_sum<T>(x_.data_ptr<T>(), weight_.defined() ? weight_.data_ptr<T>() : nullptr,
-    as_onnx_float(scale), rows, cols, sum.data_ptr<T>(), argmax.data_ptr<int64_t>());
+    as_onnx_float(scale), rows, cols, sum.data_ptr<T>(), argmax.data_ptr<int64_t>(), torch_parallel_for);
   return {sum.to(x.scalar_type()), argmax};
 }
 

@@ -31,11 +31,12 @@ class OrtError(Exception):
         self.stage = stage
 
 
-def run_ort(model, feeds, threads=0, rounds=0):
+def run_ort(model, feeds, threads=0, rounds=0, intra_op_threads=0):
     """The outputs of ``model`` (a path or an onnx.ModelProto) with our library
     on ``feeds`` (a dict of arrays; with ``threads``, a list of them, run
     concurrently), in a child process: a crash of the library fails this one
-    case, naming its signal, and the test run goes on."""
+    case, naming its signal, and the test run goes on.  ``intra_op_threads``:
+    the session's pool, which the math's parallel_for runs on (0: ORT's default)."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if not isinstance(model, (str, Path)):
@@ -44,7 +45,8 @@ def run_ort(model, feeds, threads=0, rounds=0):
         for i, feed in enumerate(feeds if threads else [feeds]):
             np.savez(tmp / f"in{i}.npz", **feed)
         done = subprocess.run([sys.executable, str(CHILD), str(model), str(LIBRARY), str(tmp),
-                               str(threads), str(rounds)], capture_output=True, text=True, timeout=300)
+                               str(threads), str(rounds), str(intra_op_threads)],
+                              capture_output=True, text=True, timeout=300)
         if done.returncode < 0:
             pytest.fail(f"onnxruntime died of signal {-done.returncode} running {Path(model).name} "
                         f"with {LIBRARY.name}: {done.stderr[-2000:]}", pytrace=False)

@@ -1,13 +1,14 @@
 """Runs a model with the op's library for tests/conftest.py:run_ort, in a
 process of its own so that a crash is that process's alone.
 
-    ort_child.py MODEL LIBRARY DIR THREADS ROUNDS
+    ort_child.py MODEL LIBRARY DIR THREADS ROUNDS INTRA_OP_THREADS
 
-Reads DIR/in<i>.npz.  THREADS 0: runs in0 once and writes DIR/out0.npz.
-THREADS N: runs every input once alone, then THREADS threads run them all
-again ROUNDS times at once, on one session, each thread starting at another
-input; exits 3 naming the first input whose concurrent outputs differ from
-its lone run.  Errors: the last stderr line is "session: ..." or "run: ..."."""
+Reads DIR/in<i>.npz; the session's pool has INTRA_OP_THREADS threads (0: ORT's
+default).  THREADS 0: runs in0 once and writes DIR/out0.npz.  THREADS N: runs
+every input once alone, then THREADS threads run them all again ROUNDS times at
+once, on one session, each thread starting at another input; exits 3 naming
+the first input whose concurrent outputs differ from its lone run.  Errors: the
+last stderr line is "session: ..." or "run: ..."."""
 
 import sys
 import threading
@@ -16,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-model, library, directory, threads, rounds = sys.argv[1], sys.argv[2], Path(sys.argv[3]), *map(int, sys.argv[4:])
+model, library, directory, threads, rounds, intra_op_threads = (sys.argv[1], sys.argv[2], Path(sys.argv[3]),
+                                                                *map(int, sys.argv[4:]))
 feeds = []
 for path in sorted(directory.glob("in*.npz"), key=lambda p: int(p.stem[2:])):
     with np.load(path) as arrays:
@@ -24,6 +26,7 @@ for path in sorted(directory.glob("in*.npz"), key=lambda p: int(p.stem[2:])):
 try:
     options = ort.SessionOptions()
     options.register_custom_ops_library(library)
+    options.intra_op_num_threads = intra_op_threads
     session = ort.InferenceSession(model, options)
 except Exception as error:  # noqa: BLE001  (reported to the parent, by stage)
     sys.exit("session: " + str(error).replace("\n", " "))
