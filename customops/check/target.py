@@ -227,8 +227,9 @@ def read(model_path, libraries, samples, reference, rtol, atol, workdir,
                             f"model (its inputs: {', '.join(target.input_names)})")
         size = sum(a.nbytes for a in sample.arrays.values())
         if size > budget:
-            raise CannotRun(f"--budget {budget / 2**20:g} MiB is smaller than sample "
-                            f"{sample.name} ({size / 2**20:.3g} MiB of inputs): give a larger one")
+            raise CannotRun(f"--budget: sample {sample.name}'s inputs take {size} bytes, more "
+                            f"than the budget of {budget} bytes for a grown copy: give a larger "
+                            "one (MiB)")
     target.reference_given = reference if isinstance(reference, str) else None
     if target.reference is not None:
         target.expected_outputs = [_expected(target, sample) for sample in target.samples]
