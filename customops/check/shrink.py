@@ -2,10 +2,10 @@
 replays alone.
 
 Shrinking drops rows (along the sample's first named dimension, in every
-input that has it) while the case fails the same way: each round runs, in
-one child process, the case without each group of equal ids, with only each
-group, with the first or second half of the rows, and with the first half of
-every group, and keeps the smallest that still fails.  The ids keep their
+input that has it) while the case fails the same way: each round tries the
+case without each group of equal ids, with only each group, with the first
+or second half of the rows, and with the first half of every group, smallest
+first, and keeps the smallest that still fails.  The ids keep their
 values (a gap stays a gap), the attribute value and the float type stay
 those that failed.  The result is written as MODEL.onnx and MODEL.npz in the
 failures directory, run once more alone in a fresh process (it must fail
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 ROUNDS = 24      # at most; each halves or drops a group
-CANDIDATES = 16  # per round
+CANDIDATES = 10  # per round: each that crashes costs a new child process
 
 
 def kind(probe) -> str:
@@ -62,18 +62,25 @@ def candidates(probe) -> list:
 
 
 def shrink(target, probe, timeout):
+    """The smallest case found that fails as ``probe`` does.  The candidates
+    run smallest first; after a crash, two at a time (each crash costs a new
+    child process), stopping at the first that fails."""
     from .explore import run_probes
 
     best, wanted = probe, kind(probe)
+    chunk = CANDIDATES if wanted == "differs" else 2
     for _ in range(ROUNDS):
-        smaller = candidates(best)
-        if not smaller:
-            break
-        run_probes(target, smaller, timeout)
-        failing = [c for c in smaller if c.outcome["kind"] == "failed" and kind(c) == wanted]
+        smaller = sorted(candidates(best), key=lambda c: c.rows())
+        failing = []
+        for start in range(0, len(smaller), chunk):
+            run_probes(target, smaller[start:start + chunk], timeout)
+            failing = [c for c in smaller[start:start + chunk]
+                       if c.outcome["kind"] == "failed" and kind(c) == wanted]
+            if failing:
+                break
         if not failing:
             break
-        best = min(failing, key=lambda c: c.rows())
+        best = failing[0]
     return best
 
 
