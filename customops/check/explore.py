@@ -12,12 +12,14 @@ shrunk and written as a case the user replays alone (shrink.py).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import helper
 
+from .hostile import named_dims
 from .record import record
 from .runner import run_cases, stopped
 from .target import accepted, attribute_value, bare, copy, custom_nodes, with_input_type
@@ -57,19 +59,9 @@ class Probe:
                      self.wide_probe and self.wide_probe.take(rows))
 
 
-def places_of(model) -> dict:
-    """Named dimension -> [(input, axis)]: sizes that change together."""
-    found = {}
-    for graph_input in model.graph.input:
-        for axis, dim in enumerate(graph_input.type.tensor_type.shape.dim):
-            if dim.dim_param:
-                found.setdefault(dim.dim_param, []).append((graph_input.name, axis))
-    return found
-
-
 def rows_of(target, sample) -> list:
     """The places of the sample's first named dimension (the rows), or []."""
-    dims = places_of(target.sample_model(sample))
+    dims = named_dims(target.sample_model(sample))
     return next(iter(dims.values()), [])
 
 
@@ -267,10 +259,15 @@ def run_probes(target, probes: list, timeout: float, kind: str = "run") -> None:
     for cid, one in runs:
         done = results[cid]
         one.outcome = {"kind": "failed", "text": stopped(done)} if stopped(done) else \
-            {"kind": "refused", "text": line(done)} if done["status"] != "ran" else \
+            {"kind": "refused", "text": refusal(done)} if done["status"] != "ran" else \
             {"kind": "ran", "out": by_id[cid]["out"]}
     for probe in probes:
         judge(target, probe)
+
+
+def refusal(done) -> str:
+    """ORT's message, without the work directory's file it names."""
+    return re.sub(r"Load model from \S+ failed:\s*", "", line(done))
 
 
 def outputs_of(target, probe) -> list:
