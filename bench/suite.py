@@ -64,7 +64,7 @@ CHECK_LIMIT = 30.0  # seconds for a single-node model and two samples, older run
 
 
 def check_tool(log=print) -> dict:
-    """`python -m customops.check` with all ten checks on my_add as one node,
+    """`python -m customops.check` with every check on my_add as one node,
     two samples (4x5 and 300x1000) and a reference, as docs/check.md runs it."""
     import numpy as np
     import onnx
@@ -107,7 +107,7 @@ def markdown(notebook_rows, build_row, check_row=None) -> list[str]:
                   f"{build_row['seconds']:.1f} s ({result})", ""]
     if check_row:
         lines += ["## customops.check", "",
-                  f"All ten checks of `my_add` as one node, two samples, the prepared older runtimes "
+                  f"Every check of `my_add` as one node, two samples, the prepared older runtimes "
                   f"included: {check_row['seconds']:.1f} s, exit status {check_row['exit']}: "
                   f"{check_row['verdict']} (target < {CHECK_LIMIT:.0f} s)", ""]
     return lines

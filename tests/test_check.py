@@ -1,7 +1,7 @@
 """customops.check against libraries with known bugs, and against our own.
 
 tests/check_cases/scale_add.cc is a correct op; each BUG_* macro adds one bug
-that one check exists for.  The correct build passes all ten checks; each
+that one check exists for.  The correct build passes every check; each
 broken build fails the check for its bug, naming the case.  The project's
 three ops pass every check on their basic samples (tests/optable.py).
 """
@@ -29,7 +29,7 @@ from optable import OPS, basic_samples  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "check_cases" / "scale_add.cc"
 # bug -> (the check that must fail, words its finding must hold): each of the
-# ten checks fails on at least one library
+# ten checks before the exploring ones (tests/test_check_explore.py) fails on at least one library
 BUGS = {
     "": None,
     "BUG_LARGE_SAMPLE": ("reference", "sample large"),
@@ -95,7 +95,7 @@ def scale_add_model(z_dims):
 
 @pytest.mark.parametrize("bug", BUGS)
 def test_each_bug_fails_its_check(bug, libraries, scale_add):
-    """The correct build passes all ten checks; each bug fails its check (run
+    """The correct build passes every check; each bug fails its check (run
     with determinism and library, which only their own bugs fail)."""
     checks = [] if not BUGS[bug] else \
         [a for name in {BUGS[bug][0], "determinism", "library"} for a in ("--check", name)]
@@ -193,9 +193,9 @@ def test_our_ops_pass_every_check(op):
                 if any(s.inputs.get(i.name) is not None for s in samples)}
         model = single_node_model(op.onnx_name, full, op.output_names, **samples[0].attrs)
 
-        def reference(**arrays):
-            return op.reference({name: arrays.get(name) for name in op.input_names},
-                                samples[0].attrs)
+        def reference(**given):  # the arrays, and the node's attributes by name
+            return op.reference({name: given.get(name) for name in op.input_names},
+                                {k: given.get(k, v) for k, v in samples[0].attrs.items()})
 
         records = check.run(model, [library_path()], [s.inputs for s in samples], reference,
                             rtol=max(op.rtol, 1e-6), atol=max(op.atol, 1e-6))

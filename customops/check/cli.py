@@ -16,7 +16,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m customops.check",
         description="Check an ONNX Runtime custom-op library on a model and sample inputs: "
-                    "reference, declared shapes, omitted/wrong/empty/non-finite inputs, threads, "
+                    "reference, declared shapes, omitted/wrong/empty/non-finite inputs, other "
+                    "attribute values, ids with gaps, grown inputs and float types, threads, "
                     "determinism, other runtimes, the library file.  Exit status 0 all pass, "
                     "1 a check fails, 2 the check cannot run, 3 a bug of the checker's own.")
     parser.add_argument("model", help="an .onnx model holding the custom node(s)")
@@ -34,8 +35,13 @@ def main(argv=None) -> int:
                         help="threads sharing one session, each making 8 runs (default 4)")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                         help="seconds a case may run before it counts as a hang (default 60)")
+    parser.add_argument("--budget", type=float, default=64, metavar="MIB",
+                        help="MiB the inputs of one grown copy of a sample may take (default 64)")
+    parser.add_argument("--failures", default="customops-check-failures", metavar="DIR",
+                        help="where a failure found by exploring is written, shrunk, as a model "
+                             "and an .npz that replay it (default ./customops-check-failures)")
     parser.add_argument("--check", action="append", choices=CHECKS, metavar="NAME",
-                        help="run only this check (repeatable; default: all ten: "
+                        help="run only this check (repeatable; default: all: "
                              f"{', '.join(CHECKS)})")
     parser.add_argument("--runtime", action="append", metavar="PYTHON",
                         help="the python of another onnxruntime release's environment, for the "
@@ -46,7 +52,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     wrong = (f"--threads must be at least 1, got {args.threads}" if args.threads < 1 else
              f"--timeout must be a positive number of seconds, got {args.timeout}"
-             if not args.timeout > 0 else None)
+             if not args.timeout > 0 else
+             f"--budget must be a positive number of MiB, got {args.budget:g}"
+             if not args.budget > 0 else None)
     if wrong:
         print(f"customops.check: {wrong}", file=sys.stderr)
         return 2
@@ -60,7 +68,8 @@ def main(argv=None) -> int:
     try:
         records = run(args.model, args.library, args.inputs, args.reference, rtol=args.rtol,
                       atol=args.atol, threads=args.threads, checks=args.check or CHECKS,
-                      runtimes_python=args.runtime, timeout=args.timeout)
+                      runtimes_python=args.runtime, timeout=args.timeout,
+                      budget=int(args.budget * 2**20), failures=args.failures)
     except CannotRun as error:
         print(f"customops.check: {error}", file=sys.stderr)
         return 2

@@ -1,6 +1,7 @@
 """One check's result: {"name", "ok", "detail"} (ok None: the check did not run)."""
 
-CHECKS = ["reference", "declared", "omitted", "types", "empty", "nonfinite", "threads",
+CHECKS = ["reference", "declared", "omitted", "types", "empty", "nonfinite", "attributes",
+          "indices", "larger", "threads",
           "determinism", "runtimes", "library"]
 
 

@@ -10,6 +10,7 @@ input of the node given the empty name (ONNX's "omitted").
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import itertools
 import os
 from dataclasses import dataclass, field
@@ -18,9 +19,9 @@ from typing import Callable
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
-from ..doctor.probe import STANDARD_DOMAINS, printable
+from ..doctor.probe import STANDARD_DOMAINS, first_line, printable
 from ..doctor.text import checked_text
 
 
@@ -43,8 +44,11 @@ class Target:
     rtol: float
     atol: float
     workdir: Path
+    budget: int = 64 << 20  # bytes: the inputs of one grown copy of a sample at most
     written: dict = field(default_factory=dict)
     counter: itertools.count = field(default_factory=itertools.count)
+    expected_outputs: list = field(default_factory=list)  # the reference's, per sample
+    reference_given: str | None = None  # FILE.py:FUNCTION, as given
 
     @property
     def input_names(self):
@@ -55,7 +59,24 @@ class Target:
         return [o.name for o in self.model.graph.output]
 
     def custom_nodes(self):
-        return [n for n in self.model.graph.node if n.domain not in STANDARD_DOMAINS]
+        return custom_nodes(self.model)
+
+    def attributes(self, model=None) -> dict:
+        """The custom nodes' attributes as Python values, by name (the first
+        node's where two share a name): what the reference is given."""
+        found = {}
+        for node in reversed(custom_nodes(model or self.model)):
+            found.update({a.name: attribute_value(a) for a in node.attribute
+                          if a.type != onnx.AttributeProto.GRAPH})
+        return found
+
+    def expected(self, arrays: dict, attributes: dict):
+        """The reference's outputs (a list) for ``arrays`` and the node's
+        ``attributes``, of which it gets those it declares (all with **kwargs)."""
+        taken = accepted(self.reference, attributes)
+        result = self.reference(**{**{k: v for k, v in attributes.items() if k in taken},
+                                   **arrays})
+        return list(result) if isinstance(result, (tuple, list)) else [result]
 
     def write_model(self, model: onnx.ModelProto) -> str:
         """The model in a file of the work directory (one file per distinct model)."""
@@ -78,6 +99,34 @@ class Target:
     def sample_model(self, sample: Sample) -> onnx.ModelProto:
         """The model for a sample: inputs the sample lacks are omitted in the node."""
         return omit_inputs(self.model, [n for n in self.input_names if n not in sample.arrays])
+
+
+def custom_nodes(model: onnx.ModelProto) -> list:
+    return [n for n in model.graph.node if n.domain not in STANDARD_DOMAINS]
+
+
+def attribute_value(attribute):
+    """An attribute as the reference sees it: a number, a str, a list, an array."""
+    value = helper.get_attribute_value(attribute)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, list):
+        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
+    return value
+
+
+def accepted(function, attributes) -> set:
+    """The attribute names ``function`` declares (every one if it takes **kwargs)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: give it none
+        return set()
+    if any(p.kind == p.VAR_KEYWORD for p in parameters):
+        return set(attributes)
+    return {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            } & set(attributes)
 
 
 def copy(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -146,7 +195,8 @@ def with_input_type(model: onnx.ModelProto, name: str, array: np.ndarray) -> onn
     return model
 
 
-def read(model_path, libraries, samples, reference, rtol, atol, workdir) -> Target:
+def read(model_path, libraries, samples, reference, rtol, atol, workdir,
+         budget=64 << 20) -> Target:
     """Validates everything given; raises CannotRun naming what is wrong."""
     try:
         model = model_path if isinstance(model_path, onnx.ModelProto) else onnx.load(model_path)
@@ -166,7 +216,7 @@ def read(model_path, libraries, samples, reference, rtol, atol, workdir) -> Targ
         raise CannotRun("give at least one sample of inputs (--inputs SAMPLE.npz)")
     target = Target(model, [os.path.abspath(p) for p in libraries],
                     [_sample(s, i) for i, s in enumerate(samples)],
-                    _reference(reference), rtol, atol, Path(workdir))
+                    _reference(reference), rtol, atol, Path(workdir), budget)
     if not target.custom_nodes():
         raise CannotRun("the model has no node of a custom domain: nothing to check")
     names = set(target.input_names)
@@ -175,7 +225,25 @@ def read(model_path, libraries, samples, reference, rtol, atol, workdir) -> Targ
         if unknown:
             raise CannotRun(f"sample {sample.name}: {', '.join(unknown)} is not an input of the "
                             f"model (its inputs: {', '.join(target.input_names)})")
+        size = sum(a.nbytes for a in sample.arrays.values())
+        if size > budget:
+            raise CannotRun(f"--budget: sample {sample.name}'s inputs take {size} bytes, more "
+                            f"than the budget of {budget} bytes for a grown copy: give a larger "
+                            "one (MiB)")
+    target.reference_given = reference if isinstance(reference, str) else None
+    if target.reference is not None:
+        target.expected_outputs = [_expected(target, sample) for sample in target.samples]
     return target
+
+
+def _expected(target, sample) -> list:
+    """The reference on one of the user's own samples: if it raises there,
+    nothing can be compared (exit 2)."""
+    try:
+        return target.expected(sample.arrays, target.attributes(target.sample_model(sample)))
+    except Exception as error:  # noqa: BLE001  any error of the user's function
+        raise CannotRun(f"--reference raises on sample {sample.name} "
+                        f"({type(error).__name__}: {first_line(str(error))})") from None
 
 
 def _sample(given, index) -> Sample:
