@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
-from .schema import Op, Tensor
+from math import isfinite as math_finite
+
+from .schema import Attribute, Op, Tensor
 
 # How each element type is stored in torch and ORT, and which type the math sees.
 TORCH_SCALAR = {"float32": "at::kFloat", "float64": "at::kDouble", "float16": "at::kHalf",
@@ -327,7 +329,9 @@ def translation(op: Op) -> list:
         x = next((x for x in op.inputs if x.name == name), None)
         if x is not None:
             kind = onnxscript_type(op, x)
-            params.append(f"{name}: Optional[{kind}]" if x.optional else f"{name}: {kind}")
+            # torch leaves out an argument equal to its default: `Tensor? name=None` needs one here
+            default = " = None" if x.default_none else ""
+            params.append(f"{name}: Optional[{kind}]{default}" if x.optional else f"{name}: {kind}")
         else:
             a = next(a for a in op.attributes if a.name == name)
             default = "" if a.default is None else f" = {a.default!r}"
@@ -378,6 +382,8 @@ def symbolic(op: Op) -> list:
 
 def py(value) -> str:
     """A Python literal in the project's style (double quotes)."""
+    if isinstance(value, float) and not math_finite(value):
+        return f'float("{value}")'  # nan, inf, -inf
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
@@ -389,20 +395,66 @@ def py(value) -> str:
     return repr(value)
 
 
+def exported_value(a: Attribute):
+    return a.default if a.default is not None else EXAMPLE_VALUE[a.kind]
+
+
+def unique(values) -> list:
+    """``values`` without repeats, in order (nan once)."""
+    out = []
+    for v in values:
+        if not any(v == u or (v != v and u != u) for u in out if type(u) is type(v)):
+            out.append(v)
+    return out
+
+
+def domain(a: Attribute) -> list:
+    """The values the tests run an attribute at, the exported one first (Hypothesis
+    shrinks toward it): a bool both ways; an int at its default, the exported value
+    and their neighbours; a float there and at the edges (0, a negative, non-finite);
+    a str at the exported value and the empty string; a list of length 0, 1, several."""
+    value = exported_value(a)
+    if a.kind == "bool":
+        return [value, not value]
+    if a.kind == "int":
+        return unique([value] + [v + step for v in unique([value, a.default or value]) for step in (-1, 0, 1)])
+    if a.kind == "float":
+        return unique([value, a.default if a.default is not None else value, 0.0, -abs(value) or -1.0,
+                       float("inf"), float("nan")])
+    if a.kind == "str":
+        return unique([value, ""])
+    several = value if len(value) > 1 else (value or EXAMPLE_VALUE[a.kind]) * 2
+    return unique([value, [], several[:1], several])
+
+
+def grown(op: Op) -> list:
+    """The sizes the large samples grow: those of group ids and those the op reduces
+    (carried by no output); every size when there are none."""
+    outputs = {d for t in op.outputs for d in t.dims}
+    grow = [s for s in op.symbols() if any(s in t.dims for t in op.inputs if t.group_ids) or s not in outputs]
+    return grow or op.symbols()
+
+
 def schema_module(op: Op) -> list:
     def tensors(items):
         return py({x.name: (x.dtype, x.dims) for x in items})
 
-    exported = {a.name: a.default if a.default is not None else EXAMPLE_VALUE[a.kind] for a in op.attributes}
     return [f"NAMESPACE, NAME = {py(op.namespace)}, {py(op.name)}",
             f"SCHEMA = {py(op.namespace + '::' + op.schema)}",
             f"DTYPES = {py(op.dtypes)}  # what T stands for",
             f"INPUTS = {tensors(op.inputs)}  # name: (element type, sizes)",
             f"OPTIONAL = {py([x.name for x in op.inputs if x.optional])}",
+            f"GROUP_IDS = {py([x.name for x in op.inputs if x.group_ids])}  # `sorted` in --shapes",
             f"OUTPUTS = {tensors(op.outputs)}",
             f"DATA_DEPENDENT = {py(op.data_dependent())}  # sizes only the kernel computes",
+            f"GROWN = {py(grown(op))}  # the sizes the large samples grow",
             f"ATTRIBUTES = {py({a.name: a.onnx_type for a in op.attributes})}  # ONNX types",
-            f"EXPORTED = {py(exported)}  # the attribute values export.py writes into the models"]
+            f"EXPORTED = {py({a.name: exported_value(a) for a in op.attributes})}  "
+            "# the attribute values export.py writes into the models",
+            "# The values the tests run each attribute at (the others at EXPORTED): add those your math",
+            "# treats apart (each `str` it accepts).  The reference raises ValueError for a value the math",
+            "# refuses; PyTorch and ORT (at session creation) must then refuse it too.",
+            f"VALUES = {py({a.name: domain(a) for a in op.attributes})}"]
 
 
 # --- csrc/ort_op.cc -----------------------------------------------------------------------------
