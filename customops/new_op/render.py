@@ -594,10 +594,18 @@ def readme(op: Op) -> list:
             "2. `reference.py`: `reference`, the same outputs in numpy, written independently: every test compares",
             "   each route (PyTorch, both exported models in ORT, the C++ host) against it.",
             "",
-            "Optionally: `samples.py` if the math needs particular inputs (sorted, positive), `tests/test_math.py`",
-            "for cases of your own, `EXPORTED` in `schema.py` for the attribute values the models are exported with.",
-            "Everything else follows from the schema: to change the schema, generate a new project and carry",
-            "these files over."]
+            "",
+            "Optionally: `VALUES` in `schema.py`, the values the tests run each attribute at (add each `str`",
+            "your math accepts; the reference raises `ValueError` for a value the math refuses), `EXPORTED`",
+            "for the attribute values the models are exported with, `draw` in `samples.py` if the math needs",
+            "particular inputs (positive, ...), `tests/test_math.py` for cases of your own. Everything else",
+            "follows from the schema: to change the schema, generate a new project and carry these files over."]
+    ids = [t.name for t in op.inputs if t.group_ids]
+    if ids:
+        out += ["", f"{', '.join(f'`{n}`' for n in ids)} holds group ids (`sorted` in `--shapes`): the samples draw sorted",
+                "non-negative ids with every group present, one group, every row its own group, an id with no",
+                "rows between two others, and group 0 empty (`ID_PATTERNS` in `samples.py`); the math must take",
+                "each (an empty group included)."]
     return out
 
 
@@ -642,15 +650,11 @@ def readme_run(op: Op) -> list:
            "    EOF", ""]
     optional = [x.name for x in op.inputs if x.optional]
     if optional:
-        names = ", ".join(f"`{n}`" for n in optional)
-        one = len(optional) == 1
-        out += [f"The exported models take every input: {names} (optional in the schema) "
-                + ("is a required input" if one else "are required inputs"),
-                "of their graph, since the exporters trace the op with every input present. "
-                + ("Feed it (a value your" if one else "Feed them (values your"),
-                "math treats as absent, if it has one), or run a node without it, as the tests do:",
-                f"`single_node_model(\"{op.dtypes[0]}\", without(\"{optional[0]}\", False))` in `tests/test_ort.py` builds",
-                "that model (the input left out, or named \"\").", ""]
+        one = optional[0]
+        out += [f"Each model takes the inputs of its graph, no more: `export.py` also writes, for each optional input,",
+                f"a model without it (`build/{op.name}_{op.dtypes[0]}_without_{one}.onnx`, and `_legacy_without_{one}`),",
+                "whose node omits that input (left out at the end, named \"\" before a present one): both exporters",
+                f"trace the op called with None there. Its `run/` holds no `{one}.npy`.", ""]
     return out
 
 
