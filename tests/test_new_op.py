@@ -444,3 +444,94 @@ def test_the_translation_defaults_a_none_optional_input():
     translation without it, which needs a default (the others get None passed)."""
     lines = "\n".join(translation(build(EVERY_KIND[0])))
     assert "w: Optional[FLOAT], bias: Optional[FLOAT] = None, alpha: float = 0.25" in lines
+
+
+def timed_make_test(directory):
+    """make_test under /usr/bin/time: (its result, seconds, peak resident KiB of one process)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(["/usr/bin/time", "-f", "time %e %M", "make", "test", f"PYTHON={sys.executable}"],
+                          cwd=directory, capture_output=True, text=True, env=env)
+    seconds, peak = done.stderr.strip().splitlines()[-1].split()[1:]
+    return done, float(seconds), int(peak)
+
+
+def test_a_project_of_ranks_1_to_5_passes_within_memory(tmp_path):
+    """Sizes within the budget: the whole `make test` (build included) of an op with
+    inputs of ranks 1 to 5 stays under 2 GiB in every process.  Its time is printed
+    (the machine's load decides it; docs/new_op_checklist.md gives a measured one)."""
+    assert run_new_op(MIXED[0], tmp_path, *MIXED[1:]).returncode == 0
+    done, seconds, peak = timed_make_test(tmp_path)
+    assert passed(done) > 30
+    print(f"make test of {MIXED[0]}: {seconds:.0f} s, peak {peak / 1024:.0f} MiB")
+    assert peak < 2 * 1024 * 1024, peak
+
+
+def install_math(directory, bug=""):
+    """The user's two files of tests/new_op_fps written into a generated FPS project,
+    with ``bug``: "bool" ignores random_start, "empty" divides by an empty group's size."""
+    header = directory / "csrc" / "farthest_point_sample.h"
+    math = (REPOSITORY / "tests" / "new_op_fps" / "farthest_point_sample.h").read_text()
+    if bug == "bool":
+        math = math.replace("(random_start ? 7919 : 0) % size", "0")
+    if bug == "empty":
+        math = math.replace("    if (size == 0) continue;\n", "").replace("(random_start ? 7919 : 0) % size",
+                                                                         "(random_start ? 7919 : n) % size")
+    assert math != (REPOSITORY / "tests" / "new_op_fps" / "farthest_point_sample.h").read_text() or not bug
+    text = header.read_text()
+    header.write_text(text[:text.index("// The attributes, checked")] + math + text[text.index("// </schema:math>"):])
+    reference = (REPOSITORY / "tests" / "new_op_fps" / "reference.py").read_text()
+    text = (directory / "reference.py").read_text().replace("import numpy as np", "import math\n\nimport numpy as np")
+    start = text.index("# <schema:reference>\n") + len("# <schema:reference>\n")
+    (directory / "reference.py").write_text(text[:start] + reference[reference.index("def reference"):]
+                                            + text[text.index("# </schema:reference>"):])
+
+
+@pytest.fixture(scope="module")
+def fps_project(tmp_path_factory):
+    """An optional input, a bool attribute, sorted group ids and a data-dependent size:
+    generated, its math written, built and tested once."""
+    directory = tmp_path_factory.mktemp("fps") / "project"
+    assert run_new_op(FPS[0], directory, *FPS[1:]).returncode == 0
+    install_math(directory)
+    return directory, make_test(directory)
+
+
+def test_fps_passes_with_the_model_without_its_optional_input(fps_project):
+    directory, done = fps_project
+    assert passed(done) > 100
+    for route in ("", "_legacy"):
+        model = onnx.load(directory / "build" / f"farthest_point_sample_float32{route}_without_batch.onnx")
+        assert [list(n.input) for n in model.graph.node] == [["pos"]] and len(model.graph.input) == 1
+    for test in ("test_check.py::test_customops_check_passes[float32-dynamo-without_batch]",
+                 "test_host.py::test_host_runs_the_model[float32-dynamo-without_batch]",
+                 "test_ort.py::test_ort_equals_pytorch_and_the_reference[large-float32-dynamo-without_batch]"):
+        assert test in collected(directory), test
+
+
+def collected(directory):
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests"], cwd=directory,
+                          capture_output=True, text=True)
+    return done.stdout
+
+
+@pytest.mark.parametrize("bug, failing", [
+    ("bool", {("test_domain", "test_each_attribute_value_in_pytorch_and_ort"),
+              ("test_domain", "test_pytorch_on_drawn_cases")}),
+    ("empty", {("test_torch_op", "test_each_pattern_of_group_ids"), ("test_domain", "test_pytorch_on_drawn_cases")}),
+])
+def test_fps_fails_its_tests_on_a_bug_of_its_domain(fps_project, tmp_path, bug, failing):
+    """A bug only on the non-default bool, and a division by an empty group's size
+    (SIGFPE): the project's own tests fail, naming the signal, and the run goes on."""
+    directory, _ = fps_project
+    broken = tmp_path / "broken"
+    shutil.copytree(directory, broken, symlinks=True)
+    install_math(broken, bug)
+    done = make_test(broken)
+    assert done.returncode != 0 and re.search(r"\d+ failed, \d+ passed", done.stdout), done.stdout[-3000:]
+    failed = set(re.findall(r"^FAILED tests/(\w+)\.py::(\w+)", done.stdout, re.MULTILINE))
+    assert failing <= failed, done.stdout[-3000:]
+    if bug == "empty":
+        assert "the PyTorch op died of signal 8 (SIGFPE)" in done.stdout
+        assert "onnxruntime died of signal 8" in done.stdout
+    if bug == "bool":
+        assert "test_found_by_hypothesis" in done.stdout and "'random_start': True" in done.stdout
