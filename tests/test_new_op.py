@@ -478,7 +478,8 @@ def install_math(directory, bug=""):
                                                                          "(random_start ? 7919 : n) % size")
     assert math != (REPOSITORY / "tests" / "new_op_fps" / "farthest_point_sample.h").read_text() or not bug
     text = header.read_text()
-    header.write_text(text[:text.index("// The attributes, checked")] + math + text[text.index("// </schema:math>"):])
+    start = text.index("\n\n", text.index("#include <vector>")) + 2  # the placeholder, or math installed before
+    header.write_text(text[:start] + math + text[text.index("// </schema:math>"):])
     reference = (REPOSITORY / "tests" / "new_op_fps" / "reference.py").read_text()
     text = (directory / "reference.py").read_text().replace("import numpy as np", "import math\n\nimport numpy as np")
     start = text.index("# <schema:reference>\n") + len("# <schema:reference>\n")

@@ -51,7 +51,8 @@ def check(model, samples, directory, *arguments):
         paths += ["--inputs", str(directory / f"sample{i}.npz")]
         np.savez(paths[-1], **arrays)
     done = subprocess.run([sys.executable, "-m", "customops.check", str(model), "--library", str(LIBRARY),
-                           *paths, *arguments], capture_output=True, text=True, timeout=900)
+                           *paths, *arguments, "--timeout", "600"],  # a hang, even on a loaded machine
+                          capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, f"{CHECK} failed:\n" + done.stdout + done.stderr
 
 
