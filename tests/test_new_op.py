@@ -458,7 +458,7 @@ def timed_make_test(directory):
 def test_a_project_of_ranks_1_to_5_passes_within_memory(tmp_path):
     """Sizes within the budget: the whole `make test` (build included) of an op with
     inputs of ranks 1 to 5 stays under 2 GiB in every process.  Its time is printed
-    (the machine's load decides it; docs/new_op_checklist.md gives a measured one)."""
+    (the machine's load decides it; docs/new_op_checklist.md gives one measured)."""
     assert run_new_op(MIXED[0], tmp_path, *MIXED[1:]).returncode == 0
     done, seconds, peak = timed_make_test(tmp_path)
     assert passed(done) > 30
