@@ -67,6 +67,10 @@ def run_ort(model, feeds, threads=0, rounds=0):
             return [outputs[f"arr_{i}"] for i in range(len(outputs.files))]
 
 
+class Crash(AssertionError):
+    """The PyTorch op's process died of a signal."""
+
+
 class TorchOp:
     """The PyTorch op, run by one child process (torch_child.py) for the whole
     test run, each call in a process of its own: a crash of the math fails the
@@ -89,11 +93,11 @@ class TorchOp:
             answer = self.process.stdout.readline().strip()
             if not answer:
                 pytest.fail("tests/torch_child.py died: its messages are above", pytrace=False)
-            if answer.startswith("crash "):
+            if answer.startswith("crash "):  # an exception, so that Hypothesis shrinks it and prints its notes
                 number = int(answer.split()[1])
-                pytest.fail(f"the PyTorch op died of signal {number} ({signal.Signals(number).name}) on inputs of shapes "
-                            f"{ {k: v.shape for k, v in arrays.items() if v is not None} }, attributes {attributes}",
-                            pytrace=False)
+                raise Crash(f"the PyTorch op died of signal {number} ({signal.Signals(number).name}) on inputs of "
+                            f"shapes { {k: v.shape for k, v in arrays.items() if v is not None} }, "
+                            f"attributes {attributes}")
             if answer.startswith("error "):
                 kind, _, message = answer[6:].partition(": ")
                 raise {"ValueError": ValueError, "IndexError": IndexError}.get(kind, RuntimeError)(message)
