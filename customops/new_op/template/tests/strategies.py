@@ -60,7 +60,7 @@ def literal(value):
 
 def as_code(dtype, arrays, attributes):
     """The case as a test for tests/test_math.py."""
-    lines = ["# paste into tests/test_math.py (which imports numpy as np and check_case from test_domain):",
+    lines = ["# paste into tests/test_math.py, which then needs `import numpy as np` and `from test_domain import check_case`:",
              "def test_found_by_hypothesis():",
              f"    check_case({dtype!r}, {{"]
     lines += [f"        {name!r}: np.array({literal(a.tolist())}, np.{a.dtype}),  # shape {a.shape}"
