@@ -20,6 +20,7 @@ import torch
 import customops.headers
 from customops import new_op
 from customops.envs import torch_python
+from customops.new_op.render import EXAMPLE_VALUE, domain, grown, schema_module, translation
 from customops.new_op.schema import build
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -87,6 +88,13 @@ def test_refuses_a_bad_name_with_the_rule_in_one_line(tmp_path, spec, message):
     (["geo::f(Tensor x=None) -> Tensor y"], "argument 'x': a Tensor takes no default"),
     (["geo::f(Tensor x, float r=1.0, int k) -> Tensor y"], "argument 'k' has no default but follows 'r'"),
     (["geo::f(Tensor x, Tensor? w=None, float r) -> Tensor y"], "argument 'r' has no default but follows 'w'"),
+    (["geo::f(Tensor x, Tensor b) -> Tensor y", "--shapes", "x: T[n]; b: T[n] sorted"],
+     "`sorted` (sorted non-negative group ids) follows the dims of a rank-1 int64 or int32 tensor, not T[n]"),
+    (["geo::f(Tensor x, Tensor b) -> Tensor y", "--shapes", "x: T[n]; b: int64[n] sortd"], "unknown rule 'sortd'"),
+    (["geo::f(Tensor x, Tensor b) -> Tensor y", "--shapes", "x: T[n]; b: int64[n, 2] sorted"],
+     "follows the dims of a rank-1 int64 or int32 tensor, not int64[n, 2]"),
+    (["geo::f(Tensor x) -> Tensor y", "--shapes", "x: T[n]; y: int64[n] sorted"],
+     "'y' is an output; `sorted` tells how to draw an input"),
 ])
 def test_refuses_a_bad_schema_in_one_line_writing_nothing(tmp_path, args, message):
     done = run_new_op(args[0], tmp_path / "project", *args[1:])
@@ -185,8 +193,8 @@ def test_readme_keeps_the_course_op_and_names_the_files_to_edit(tmp_path):
             "pos=run/pos.npy batch=run/batch.npy --out run\n") in readme
     assert "    ORT_PYTHON=$(python -m customops.envs onnxruntime==1.24.4)   # or an older release\n" in readme
     assert '"batch": np.load("run/batch.npy")' in readme
-    assert "`batch` (optional in the schema) is a required input" in readme
-    assert 'single_node_model("float32", without("batch", False))' in readme
+    assert "a model without it (`build/radius_graph_float32_without_batch.onnx`, and `_legacy_without_batch`)" in readme
+    assert "Its `run/` holds no `batch.npy`." in readme
     doc = (tmp_path / "op.py").read_text()
     assert "    edge_index = torch.ops.geo.radius_graph(pos, batch, r, max_num_neighbors=32)\n" in doc
     assert "with None for an absent batch." in doc
@@ -278,10 +286,11 @@ def test_a_crash_of_the_ort_op_fails_one_named_case(project, tmp_path):
     source = broken / "csrc" / "ort_op.cc"
     marker = "      const int64_t cols = sizes.at(\"cols\");\n"
     assert marker in source.read_text()
-    source.write_text(source.read_text().replace(marker, marker + "      if (rows > 100) std::abort();\n"))
+    # cols: the size the large samples grow (the op reduces it), beyond the small ones' 9
+    source.write_text(source.read_text().replace(marker, marker + "      if (cols > 100) std::abort();\n"))
     done = make_test(broken)
     failed = re.findall(r"^FAILED (\S+)", done.stdout, re.MULTILINE)
-    assert failed and all("300" in case or "test_check" in case or "concurrent" in case for case in failed), failed
+    assert failed and all("large" in case or "test_check" in case or "concurrent" in case for case in failed), failed
     assert "onnxruntime died of signal 6" in done.stdout
     assert re.search(r"\d+ failed, \d+ passed", done.stdout)
 
@@ -370,6 +379,207 @@ def test_a_project_from_a_schema_passes_its_tests_untouched(tmp_path, args):
     assert not TEMPLATE_WORDS.search(text.replace("my_ops::ball_query", ""))
 
 
+# --- the op's domain: sizes within the budget at any rank, group ids, attribute values, Hypothesis ---
+
+FPS = ("pc::farthest_point_sample(Tensor pos, Tensor? batch, float ratio, bool random_start=False) -> Tensor idx",
+       "--dtypes", "float32,float64,float16", "--shapes", "pos: T[n,3]; batch: int64[n] sorted; idx: int64[m]")
+# One schema per rank, every size carried by the output (so every size grows), and one
+# whose ranks 1 to 5 meet, where the output carries some sizes only (n, k and z are reduced).
+RANKS = [(f"lab::rank{r}(Tensor x, float s=1.0) -> Tensor y", "--dtypes", "float64", "--shapes",
+          f"x: T[{', '.join(f'd{i}' for i in range(r))}]; y: T[{', '.join(f'd{i}' for i in range(r))}]")
+         for r in range(1, 6)]
+MIXED = ("lab::mixed(Tensor a1, Tensor a2, Tensor a3, Tensor a4, Tensor a5) -> Tensor y", "--dtypes", "float64",
+         "--shapes", "a1: T[n]; a2: T[n, k]; a3: T[b, ch, h]; a4: T[b, ch, h, w]; a5: T[b, ch, z, h, w]; "
+                     "y: T[b, ch, h, w]")
+# Run in the generated project: its samples and strategies, on their own terms.
+DOMAIN_SCRIPT = r'''
+import math, sys
+import numpy as np
+from hypothesis import given, settings
+import samples, schema, strategies
+
+rng = np.random.default_rng(0)
+grown = set()
+for _ in range(40):
+    arrays = samples.sample(schema.DTYPES[0], rng, largest=samples.LARGE)
+    sizes = {}
+    for name, (_, dims) in schema.INPUTS.items():
+        sizes.update({d: n for d, n in zip(dims, arrays[name].shape) if isinstance(d, str)})
+    counts = [a.size for a in arrays.values()] + [math.prod(sizes[d] for d in dims)
+                                                   for _, dims in schema.OUTPUTS.values()
+                                                   if all(d in sizes for d in dims)]
+    assert max(counts) <= samples.MAX_TENSOR and sum(counts) <= samples.MAX_SAMPLE, (sizes, counts)
+    grown |= {d for d, n in sizes.items() if n > samples.SMALL}
+assert grown and grown <= set(schema.GROWN), (grown, schema.GROWN)
+for name in schema.GROUP_IDS:
+    seen = set()
+    for pattern in samples.ID_PATTERNS:
+        ids = samples.group_ids(7, pattern, rng)
+        assert len(ids) == 7 and ids[0] >= 0 and np.all(np.diff(ids) >= 0), (pattern, ids)
+        present = set(ids.tolist())
+        if len(present) == 1:
+            seen.add("one")
+        if len(present) == 7:
+            seen.add("each")
+        if set(range(ids[-1] + 1)) - present - {0}:
+            seen.add("gap")
+        if ids[0] > 0:
+            seen.add("empty_first")
+    assert seen == {"one", "each", "gap", "empty_first"}, seen
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(case=strategies.cases())
+def drawn(case):
+    dtype, arrays, attributes = case
+    assert all(a.size <= strategies.MAX_ELEMENTS for a in arrays.values())
+    assert set(arrays) >= set(schema.INPUTS) - set(schema.OPTIONAL)
+    assert all(attributes[k] in schema.VALUES[k] or attributes[k] != attributes[k] for k in schema.VALUES)
+    for name in schema.GROUP_IDS:
+        if name in arrays:
+            assert np.all(np.diff(arrays[name]) >= 0) and np.all(arrays[name] >= 0)
+    pasted = {}
+    exec(strategies.as_code(dtype, arrays, attributes) + "\ntest_found_by_hypothesis()",
+         {"np": np, "check_case": lambda *args: pasted.update(args=args)})
+    again_dtype, again, again_attributes = pasted["args"]
+    assert again_dtype == dtype and again.keys() == arrays.keys()
+    assert all(again[k].dtype == arrays[k].dtype and np.array_equal(again[k], arrays[k]) for k in arrays)
+    assert repr(again_attributes) == repr(attributes)
+
+drawn()
+print("ok")
+'''
+
+
+@pytest.mark.parametrize("args", [*RANKS, MIXED, FPS, EVERY_KIND],
+                         ids=[f"rank{r}" for r in range(1, 6)] + ["mixed", "fps", "every_kind"])
+def test_samples_stay_within_the_budget_at_every_rank(tmp_path, args):
+    """The large samples grow only GROWN sizes and hold at most MAX_TENSOR elements per
+    tensor and MAX_SAMPLE per sample; group ids take each pattern; Hypothesis's cases
+    are small, and as_code gives them back as code that runs."""
+    new_op.generate(args[0], tmp_path, args[2], args[4])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(tmp_path / "tests")])}
+    done = subprocess.run([sys.executable, "-c", DOMAIN_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_grown_sizes_are_those_of_group_ids_and_reductions():
+    assert grown(build(MIXED[0], "float64", MIXED[4])) == ["n", "k", "z"]
+    assert grown(build(FPS[0], "float32", FPS[4])) == ["n"]
+    assert grown(build(RANKS[3][0], "float64", RANKS[3][4])) == ["d0", "d1", "d2", "d3"]
+
+
+def test_attribute_values_cover_each_kind():
+    """Each kind over its domain, the exported value first (Hypothesis shrinks toward it)."""
+    values = {a.name: domain(a) for a in build(EVERY_KIND[0]).attributes}
+    assert values["flag"] == [True, False]
+    assert values["k"] == [3, 2, 4]
+    assert values["alpha"][:4] == [0.25, 0.0, -0.25, float("inf")] and values["alpha"][4] != values["alpha"][4]
+    assert values["mode"] == ["sum", ""]
+    assert values["dims"] == [[1, 2], [], [1]] and values["weights"] == [[0.5], [], [0.5, 0.5]]
+    fps = {a.name: domain(a) for a in build(FPS[0], "float32", FPS[4]).attributes}
+    assert fps["random_start"] == [False, True] and fps["ratio"][0] == EXAMPLE_VALUE["float"]
+    text = "\n".join(schema_module(build(EVERY_KIND[0])))
+    assert '"alpha": [0.25, 0.0, -0.25, float("inf"), float("nan")]' in text  # valid Python
+
+
+def test_the_translation_defaults_a_none_optional_input():
+    """torch leaves out an argument equal to its default: the exporter then calls the
+    translation without it, which needs a default (the others get None passed)."""
+    lines = "\n".join(translation(build(EVERY_KIND[0])))
+    assert "w: Optional[FLOAT], bias: Optional[FLOAT] = None, alpha: float = 0.25" in lines
+
+
+def timed_make_test(directory):
+    """make_test under /usr/bin/time: (its result, seconds, peak resident KiB of one process)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(["/usr/bin/time", "-f", "time %e %M", "make", "test", f"PYTHON={sys.executable}"],
+                          cwd=directory, capture_output=True, text=True, env=env)
+    seconds, peak = done.stderr.strip().splitlines()[-1].split()[1:]
+    return done, float(seconds), int(peak)
+
+
+def test_a_project_of_ranks_1_to_5_passes_within_memory(tmp_path):
+    """Sizes within the budget: the whole `make test` (build included) of an op with
+    inputs of ranks 1 to 5 stays under 2 GiB in every process.  Its time is printed
+    (the machine's load decides it; docs/new_op_checklist.md gives one measured)."""
+    assert run_new_op(MIXED[0], tmp_path, *MIXED[1:]).returncode == 0
+    done, seconds, peak = timed_make_test(tmp_path)
+    assert passed(done) > 30
+    print(f"make test of {MIXED[0]}: {seconds:.0f} s, peak {peak / 1024:.0f} MiB")
+    assert peak < 2 * 1024 * 1024, peak
+
+
+def install_math(directory, bug=""):
+    """The user's two files of tests/new_op_fps written into a generated FPS project,
+    with ``bug``: "bool" ignores random_start, "empty" divides by an empty group's size."""
+    header = directory / "csrc" / "farthest_point_sample.h"
+    math = (REPOSITORY / "tests" / "new_op_fps" / "farthest_point_sample.h").read_text()
+    if bug == "bool":
+        math = math.replace("(random_start ? 7919 : 0) % size", "0")
+    if bug == "empty":
+        math = math.replace("    if (size == 0) continue;\n", "").replace("(random_start ? 7919 : 0) % size",
+                                                                         "(random_start ? 7919 : n) % size")
+    assert math != (REPOSITORY / "tests" / "new_op_fps" / "farthest_point_sample.h").read_text() or not bug
+    text = header.read_text()
+    start = text.index("\n\n", text.index("#include <vector>")) + 2  # the placeholder, or math installed before
+    header.write_text(text[:start] + math + text[text.index("// </schema:math>"):])
+    reference = (REPOSITORY / "tests" / "new_op_fps" / "reference.py").read_text()
+    text = (directory / "reference.py").read_text().replace("import numpy as np", "import math\n\nimport numpy as np")
+    start = text.index("# <schema:reference>\n") + len("# <schema:reference>\n")
+    (directory / "reference.py").write_text(text[:start] + reference[reference.index("def reference"):]
+                                            + text[text.index("# </schema:reference>"):])
+
+
+@pytest.fixture(scope="module")
+def fps_project(tmp_path_factory):
+    """An optional input, a bool attribute, sorted group ids and a data-dependent size:
+    generated, its math written, built and tested once."""
+    directory = tmp_path_factory.mktemp("fps") / "project"
+    assert run_new_op(FPS[0], directory, *FPS[1:]).returncode == 0
+    install_math(directory)
+    return directory, make_test(directory)
+
+
+def test_fps_passes_with_the_model_without_its_optional_input(fps_project):
+    directory, done = fps_project
+    assert passed(done) > 100
+    for route in ("", "_legacy"):
+        model = onnx.load(directory / "build" / f"farthest_point_sample_float32{route}_without_batch.onnx")
+        assert [list(n.input) for n in model.graph.node] == [["pos"]] and len(model.graph.input) == 1
+    for test in ("test_check.py::test_customops_check_passes[float32-dynamo-without_batch]",
+                 "test_host.py::test_host_runs_the_model[float32-dynamo-without_batch]",
+                 "test_ort.py::test_ort_equals_pytorch_and_the_reference[large-float32-dynamo-without_batch]"):
+        assert test in collected(directory), test
+
+
+def collected(directory):
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests"], cwd=directory,
+                          capture_output=True, text=True)
+    return done.stdout
+
+
+@pytest.mark.parametrize("bug, failing", [
+    ("bool", {("test_domain", "test_each_attribute_value_in_pytorch_and_ort")}),
+    ("empty", {("test_torch_op", "test_each_pattern_of_group_ids"), ("test_domain", "test_pytorch_on_drawn_cases")}),
+])
+def test_fps_fails_its_tests_on_a_bug_of_its_domain(fps_project, tmp_path, bug, failing):
+    """A bug only on the non-default bool, and a division by an empty group's size
+    (SIGFPE): the project's own tests fail, naming the signal, and the run goes on."""
+    directory, _ = fps_project
+    broken = tmp_path / "broken"
+    shutil.copytree(directory, broken, symlinks=True)
+    install_math(broken, bug)
+    done = make_test(broken)
+    assert done.returncode != 0 and re.search(r"\d+ failed, \d+ passed", done.stdout), done.stdout[-3000:]
+    failed = set(re.findall(r"^FAILED tests/(\w+)\.py::(\w+)", done.stdout, re.MULTILINE))
+    assert failing <= failed, done.stdout[-3000:]
+    if bug == "empty":  # Hypothesis shrinks the crash and prints it as a test
+        assert "the PyTorch op died of signal 8 (SIGFPE)" in done.stdout
+        assert "onnxruntime died of signal 8" in done.stdout
+        assert "def test_found_by_hypothesis():" in done.stdout
+    if bug == "bool":
+        assert "test_each_attribute_value_in_pytorch_and_ort[random_start=True]" in done.stdout
 def test_the_ort_library_builds_with_the_cmake_example(project, tmp_path):
     """examples/cmake_ort_library (notebook 21, section 6) builds the project's ORT
     library from csrc/ort_op.cc; the project's own ORT tests pass on that build."""

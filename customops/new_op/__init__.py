@@ -27,7 +27,7 @@ TEMPLATE_NAMESPACE, TEMPLATE_NAME = "my_ops", "scaled_row_sum"
 TEMPLATE_SCHEMA = "(Tensor x, Tensor? weight, float scale) -> (Tensor sum, Tensor argmax)"
 TEMPLATE_SHAPES = "x: T[rows, cols]; weight: T[cols]; sum: T[rows]; argmax: int64[rows]"
 # Made by building or testing the template in place, never part of a project.
-SKIPPED = {"build", "__pycache__", ".pytest_cache"}
+SKIPPED = {"build", "__pycache__", ".pytest_cache", ".hypothesis"}
 # Names of the course itself, which the renaming must leave alone.
 COURSE_NAMES = ("my_ops::ball_query",)
 

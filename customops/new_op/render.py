@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
-from .schema import Op, Tensor
+from math import isfinite as math_finite
+
+from .schema import Attribute, Op, Tensor
 
 # How each element type is stored in torch and ORT, and which type the math sees.
 TORCH_SCALAR = {"float32": "at::kFloat", "float64": "at::kDouble", "float16": "at::kHalf",
@@ -332,7 +334,9 @@ def translation(op: Op) -> list:
         x = next((x for x in op.inputs if x.name == name), None)
         if x is not None:
             kind = onnxscript_type(op, x)
-            params.append(f"{name}: Optional[{kind}]" if x.optional else f"{name}: {kind}")
+            # torch leaves out an argument equal to its default: `Tensor? name=None` needs one here
+            default = " = None" if x.default_none else ""
+            params.append(f"{name}: Optional[{kind}]{default}" if x.optional else f"{name}: {kind}")
         else:
             a = next(a for a in op.attributes if a.name == name)
             default = "" if a.default is None else f" = {a.default!r}"
@@ -383,6 +387,8 @@ def symbolic(op: Op) -> list:
 
 def py(value) -> str:
     """A Python literal in the project's style (double quotes)."""
+    if isinstance(value, float) and not math_finite(value):
+        return f'float("{value}")'  # nan, inf, -inf
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
@@ -394,20 +400,66 @@ def py(value) -> str:
     return repr(value)
 
 
+def exported_value(a: Attribute):
+    return a.default if a.default is not None else EXAMPLE_VALUE[a.kind]
+
+
+def unique(values) -> list:
+    """``values`` without repeats, in order (nan once)."""
+    out = []
+    for v in values:
+        if not any(v == u or (v != v and u != u) for u in out if type(u) is type(v)):
+            out.append(v)
+    return out
+
+
+def domain(a: Attribute) -> list:
+    """The values the tests run an attribute at, the exported one first (Hypothesis
+    shrinks toward it): a bool both ways; an int at its default, the exported value
+    and their neighbours; a float there and at the edges (0, a negative, non-finite);
+    a str at the exported value and the empty string; a list of length 0, 1, several."""
+    value = exported_value(a)
+    if a.kind == "bool":
+        return [value, not value]
+    if a.kind == "int":
+        return unique([value] + [v + step for v in unique([value, a.default or value]) for step in (-1, 0, 1)])
+    if a.kind == "float":
+        return unique([value, a.default if a.default is not None else value, 0.0, -abs(value) or -1.0,
+                       float("inf"), float("nan")])
+    if a.kind == "str":
+        return unique([value, ""])
+    several = value if len(value) > 1 else (value or EXAMPLE_VALUE[a.kind]) * 2
+    return unique([value, [], several[:1], several])
+
+
+def grown(op: Op) -> list:
+    """The sizes the large samples grow: those of group ids and those the op reduces
+    (carried by no output); every size when there are none."""
+    outputs = {d for t in op.outputs for d in t.dims}
+    grow = [s for s in op.symbols() if any(s in t.dims for t in op.inputs if t.group_ids) or s not in outputs]
+    return grow or op.symbols()
+
+
 def schema_module(op: Op) -> list:
     def tensors(items):
         return py({x.name: (x.dtype, x.dims) for x in items})
 
-    exported = {a.name: a.default if a.default is not None else EXAMPLE_VALUE[a.kind] for a in op.attributes}
     return [f"NAMESPACE, NAME = {py(op.namespace)}, {py(op.name)}",
             f"SCHEMA = {py(op.namespace + '::' + op.schema)}",
             f"DTYPES = {py(op.dtypes)}  # what T stands for",
             f"INPUTS = {tensors(op.inputs)}  # name: (element type, sizes)",
             f"OPTIONAL = {py([x.name for x in op.inputs if x.optional])}",
+            f"GROUP_IDS = {py([x.name for x in op.inputs if x.group_ids])}  # `sorted` in --shapes",
             f"OUTPUTS = {tensors(op.outputs)}",
             f"DATA_DEPENDENT = {py(op.data_dependent())}  # sizes only the kernel computes",
+            f"GROWN = {py(grown(op))}  # the sizes the large samples grow",
             f"ATTRIBUTES = {py({a.name: a.onnx_type for a in op.attributes})}  # ONNX types",
-            f"EXPORTED = {py(exported)}  # the attribute values export.py writes into the models"]
+            f"EXPORTED = {py({a.name: exported_value(a) for a in op.attributes})}  "
+            "# the attribute values export.py writes into the models",
+            "# The values the tests run each attribute at (the others at EXPORTED): add those your math",
+            "# treats apart (each `str` it accepts).  The reference raises ValueError for a value the math",
+            "# refuses; PyTorch and ORT (at session creation) must then refuse it too.",
+            f"VALUES = {py({a.name: domain(a) for a in op.attributes})}"]
 
 
 # --- csrc/ort_op.cc -----------------------------------------------------------------------------
@@ -547,10 +599,18 @@ def readme(op: Op) -> list:
             "2. `reference.py`: `reference`, the same outputs in numpy, written independently: every test compares",
             "   each route (PyTorch, both exported models in ORT, the C++ host) against it.",
             "",
-            "Optionally: `samples.py` if the math needs particular inputs (sorted, positive), `tests/test_math.py`",
-            "for cases of your own, `EXPORTED` in `schema.py` for the attribute values the models are exported with.",
-            "Everything else follows from the schema: to change the schema, generate a new project and carry",
-            "these files over."]
+            "",
+            "Optionally: `VALUES` in `schema.py`, the values the tests run each attribute at (add each `str`",
+            "your math accepts; the reference raises `ValueError` for a value the math refuses), `EXPORTED`",
+            "for the attribute values the models are exported with, `draw` in `samples.py` if the math needs",
+            "particular inputs (positive, ...), `tests/test_math.py` for cases of your own. Everything else",
+            "follows from the schema: to change the schema, generate a new project and carry these files over."]
+    ids = [t.name for t in op.inputs if t.group_ids]
+    if ids:
+        out += ["", f"{', '.join(f'`{n}`' for n in ids)} holds group ids (`sorted` in `--shapes`): the samples draw sorted",
+                "non-negative ids with every group present, one group, every row its own group, an id with no",
+                "rows between two others, and group 0 empty (`ID_PATTERNS` in `samples.py`); the math must take",
+                "each (an empty group included)."]
     return out
 
 
@@ -595,15 +655,11 @@ def readme_run(op: Op) -> list:
            "    EOF", ""]
     optional = [x.name for x in op.inputs if x.optional]
     if optional:
-        names = ", ".join(f"`{n}`" for n in optional)
-        one = len(optional) == 1
-        out += [f"The exported models take every input: {names} (optional in the schema) "
-                + ("is a required input" if one else "are required inputs"),
-                "of their graph, since the exporters trace the op with every input present. "
-                + ("Feed it (a value your" if one else "Feed them (values your"),
-                "math treats as absent, if it has one), or run a node without it, as the tests do:",
-                f"`single_node_model(\"{op.dtypes[0]}\", without(\"{optional[0]}\", False))` in `tests/test_ort.py` builds",
-                "that model (the input left out, or named \"\").", ""]
+        one = optional[0]
+        out += [f"Each model takes the inputs of its graph, no more: `export.py` also writes, for each optional input,",
+                f"a model without it (`build/{op.name}_{op.dtypes[0]}_without_{one}.onnx`, and `_legacy_without_{one}`),",
+                "whose node omits that input (left out at the end, named \"\" before a present one): both exporters",
+                f"trace the op called with None there. Its `run/` holds no `{one}.npy`.", ""]
     return out
 
 

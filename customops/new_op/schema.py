@@ -48,6 +48,7 @@ class Tensor:
     dims: list                     # ints (static) and names (symbols)
     optional: bool = False
     default_none: bool = False     # the schema says `Tensor? name=None`
+    group_ids: bool = False        # --shapes "batch: int64[n] sorted": sorted non-negative group ids
 
 
 @dataclass
@@ -247,17 +248,23 @@ def parse_schema(text: str):
     return namespace, name, arguments, outputs
 
 
-SHAPE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z0-9_]+)\s*\[([^\]]*)\]\s*$")
+SHAPE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z0-9_]+)\s*\[([^\]]*)\]\s*(\S*)\s*$")
+# The one rule --shapes takes after the dims: group ids, as torch_geometric's `batch`.
+SORTED_RULE = "`sorted` (sorted non-negative group ids) follows the dims of a rank-1 int64 or int32 tensor"
 
 
 def parse_shapes(text: str) -> dict:
-    """{"pos": ("T", ["n", 3]), ...} from "pos: T[n,3]; batch: int64[n]"."""
+    """{"pos": ("T", ["n", 3], False), ...} from "pos: T[n,3]; batch: int64[n] sorted"
+    (the third item: sorted)."""
     shapes = {}
     for entry in filter(str.strip, text.split(";")):
         match = SHAPE.fullmatch(entry)
         if not match:
-            raise NewOpError(f"--shapes entry {entry.strip()!r}: expected NAME: TYPE[DIMS], e.g. pos: T[n,3]")
-        name, dtype, dims_text = match.groups()
+            raise NewOpError(f"--shapes entry {entry.strip()!r}: expected NAME: TYPE[DIMS] [sorted], "
+                             "e.g. pos: T[n,3] or batch: int64[n] sorted")
+        name, dtype, dims_text, rule = match.groups()
+        if rule not in ("", "sorted"):
+            raise NewOpError(f"--shapes entry {entry.strip()!r}: unknown rule {rule!r}; {SORTED_RULE}")
         if dtype != "T" and dtype not in ELEMENT_TYPES:
             raise NewOpError(f"--shapes entry {entry.strip()!r}: unsupported type {dtype!r}; "
                              f"types: T, {', '.join(ELEMENT_TYPES)}")
@@ -269,9 +276,11 @@ def parse_shapes(text: str) -> dict:
                 dims.append(dim)
             else:
                 raise NewOpError(f"--shapes entry {entry.strip()!r}: a dimension is a number or a name, not {dim!r}")
+        if rule and (dtype not in ("int64", "int32") or len(dims) != 1):
+            raise NewOpError(f"--shapes entry {entry.strip()!r}: {SORTED_RULE}, not {dtype}[{dims_text.strip()}]")
         if name in shapes:
             raise NewOpError(f"--shapes names {name!r} twice")
-        shapes[name] = (dtype, dims)
+        shapes[name] = (dtype, dims, bool(rule))
     return shapes
 
 
@@ -296,15 +305,18 @@ def build(schema: str, dtypes: str = "float32", shapes: str = "") -> Op:
     first = next(n for kind, n, _ in arguments if kind == "Tensor")
     if first not in declared:
         # Not listed: type T, the first input's shape (one dimension, named after it).
-        declared[first] = ("T", [f"{first}_size"])
+        declared[first] = ("T", [f"{first}_size"], False)
 
     def tensor(tensor_name, optional=False, default_none=False):
-        dtype, dims = declared.get(tensor_name, ("T", list(declared[first][1])))
-        return Tensor(tensor_name, dtype, dims, optional, default_none)
+        dtype, dims, ids = declared.get(tensor_name, ("T", list(declared[first][1]), False))
+        return Tensor(tensor_name, dtype, dims, optional, default_none, ids)
 
     inputs = [tensor(n, kind == "Tensor?", default == "None") for kind, n, default in arguments if kind in TENSOR_KINDS]
     attributes = [Attribute(n, kind, default) for kind, n, default in arguments if kind not in TENSOR_KINDS]
     outputs = [tensor(n) for n in output_names]
+    for t in outputs:
+        if t.group_ids:
+            raise NewOpError(f"--shapes: {t.name!r} is an output; `sorted` tells how to draw an input")
     op = Op(namespace, name, inputs, attributes, outputs, parse_dtypes(dtypes), [n for _, n, _ in arguments])
     symbols = op.symbols()
     for symbol in symbols + op.data_dependent():

@@ -8,6 +8,8 @@ from schema import EXPORTED
 
 # <schema:reference>
 def reference(x, weight=None, scale=1.0):
+    if not np.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale}")
     terms = np.asarray(x) * (1 if weight is None else np.asarray(weight))
     total = scale * terms.astype(np.float64).sum(axis=1)
     return total.astype(np.asarray(x).dtype), terms.argmax(axis=1)  # argmax: the first of equal terms

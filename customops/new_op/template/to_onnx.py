@@ -23,7 +23,10 @@ custom = onnxscript.values.Opset("my_ops", DOMAIN_VERSION)
 # A script function in a domain of its own (a function my_ops::scaled_row_sum
 # would call itself), inlined on export so only the my_ops node remains.
 # A typed Python parameter (float, int, bool, str, Sequence[...]) becomes the
-# node's attribute; a None input becomes an omitted input.
+# node's attribute.  An optional input absent from the traced call (None, or
+# left out when the schema defaults it to None, hence the default here) is
+# omitted from the node: dropped at the end, the empty name before a present
+# input; export.py writes a model without each optional input this way.
 # <schema:translation>
 @onnxscript.script(onnxscript.values.Opset("my_ops_translations", 1))
 def translation(x: FLOAT, weight: Optional[FLOAT], scale: float) -> tuple[FLOAT, INT64]:

@@ -1,3 +1,5 @@
+import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -7,14 +9,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from schema import DTYPES, NAME
+from schema import DTYPES, NAME, WITHOUT, model_file
 
 BUILD = Path(__file__).resolve().parents[1] / "build"  # what `make` builds
 LIBRARY = BUILD / f"lib{NAME}_ort.so"
 ROUTES = ("dynamo", "legacy")
-MODELS = {(dtype, route): BUILD / f"{NAME}_{dtype}{'_legacy' if route == 'legacy' else ''}.onnx"
-          for dtype in DTYPES for route in ROUTES}
+# Every model export.py writes, by (dtype, route, the optional input it goes without or "").
+MODELS = {(dtype, route, without): BUILD / model_file(dtype, route, without)
+          for dtype in DTYPES for route in ROUTES for without in WITHOUT}
 CHILD = Path(__file__).resolve().parent / "ort_child.py"
+TORCH_CHILD = Path(__file__).resolve().parent / "torch_child.py"
+
+
+def model_id(key):
+    """A model's test id: float32-dynamo, float32-legacy-without_weight, ..."""
+    dtype, route, without = key
+    return f"{dtype}-{route}" + (f"-without_{without}" if without else "")
 
 
 @pytest.fixture
@@ -57,3 +67,54 @@ def run_ort(model, feeds, threads=0, rounds=0, intra_op_threads=0):
             return done.stdout
         with np.load(tmp / "out0.npz") as outputs:
             return [outputs[f"arr_{i}"] for i in range(len(outputs.files))]
+
+
+class Crash(AssertionError):
+    """The PyTorch op's process died of a signal."""
+
+
+class TorchOp:
+    """The PyTorch op, run by one child process (torch_child.py) for the whole
+    test run, each call in a process of its own: a crash of the math fails the
+    case that hit it, naming its signal, and the run goes on.  The op's
+    exceptions are raised here with their type (ValueError, RuntimeError) and message."""
+
+    def __init__(self):
+        self.process = None
+
+    def request(self, request, arrays, attributes):
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen([sys.executable, str(TORCH_CHILD)], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, text=True, cwd=TORCH_CHILD.parents[1])
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            np.savez(tmp / "in.npz", **{k: v for k, v in arrays.items() if v is not None})
+            (tmp / "attributes.json").write_text(json.dumps(attributes))
+            self.process.stdin.write(f"{request} {tmp}\n")
+            self.process.stdin.flush()
+            answer = self.process.stdout.readline().strip()
+            if not answer:
+                pytest.fail("tests/torch_child.py died: its messages are above", pytrace=False)
+            if answer.startswith("crash "):  # an exception, so that Hypothesis shrinks it and prints its notes
+                number = int(answer.split()[1])
+                raise Crash(f"the PyTorch op died of signal {number} ({signal.Signals(number).name}) on inputs of "
+                            f"shapes { {k: v.shape for k, v in arrays.items() if v is not None} }, "
+                            f"attributes {attributes}")
+            if answer.startswith("error "):
+                kind, _, message = answer[6:].partition(": ")
+                raise {"ValueError": ValueError, "IndexError": IndexError}.get(kind, RuntimeError)(message)
+            if request == "call":
+                with np.load(tmp / "out.npz") as outputs:
+                    return [outputs[f"arr_{i}"] for i in range(len(outputs.files))]
+
+    def close(self):
+        if self.process is not None:
+            self.process.stdin.close()
+            self.process.wait()
+
+
+torch_op = TorchOp()
+
+
+def pytest_sessionfinish(session):
+    torch_op.close()

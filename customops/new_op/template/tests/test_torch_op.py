@@ -1,29 +1,32 @@
 """The PyTorch op against the numpy reference for each dtype, with and without
-each optional input; its registration (opcheck); the shape and dtype errors
-that follow from the schema."""
+each optional input, small and large, each pattern of group ids; its
+registration (opcheck); the shape and dtype errors that follow from the
+schema.  The op runs in a child process (conftest.torch_op) wherever it
+reaches the math, so a crash fails one case."""
 
 import numpy as np
 import pytest
 import torch
+from conftest import torch_op
 
 import op  # noqa: F401  (loads the op)
 from reference import reference
-from samples import sample
-from schema import DTYPES, EXPORTED, INPUTS, NAME, NAMESPACE, OPTIONAL, OUTPUTS
+from samples import ID_PATTERNS, LARGE, sample
+from schema import DTYPES, EXPORTED, GROUP_IDS, INPUTS, NAME, NAMESPACE, OPTIONAL, OUTPUTS
 
 OP = getattr(getattr(torch.ops, NAMESPACE), NAME)
 TOLERANCE = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-12}
+# Sizes: all 1; up to 9; the large ones grown within the budget (samples.py).
+SIZES = {"ones": 1, "small": 9, "large": LARGE}
 
 
-def call(arrays):
-    """OP on numpy arrays (an absent optional input: None), outputs as numpy."""
-    tensors = [None if arrays.get(name) is None else torch.from_numpy(arrays[name]) for name in INPUTS]
-    outputs = OP(*tensors, **EXPORTED)
-    return [t.numpy() for t in (outputs if isinstance(outputs, tuple) else (outputs,))]
+def call(arrays, attributes=EXPORTED):
+    """OP on numpy arrays (an absent optional input: None or no key), outputs as numpy."""
+    return torch_op.request("call", arrays, attributes)
 
 
-def expected(arrays):
-    outputs = reference(**arrays, **EXPORTED)
+def expected(arrays, attributes=EXPORTED):
+    outputs = reference(**{k: v for k, v in arrays.items() if v is not None}, **attributes)
     return list(outputs) if isinstance(outputs, tuple) else [outputs]
 
 
@@ -40,19 +43,25 @@ def assert_outputs_equal(got, want, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("with_optional", [True, False] if OPTIONAL else [True])
-@pytest.mark.parametrize("largest", [1, 9, 300])
-def test_equals_reference(rng, dtype, with_optional, largest):
-    arrays = sample(dtype, rng, with_optional, largest=largest)
+@pytest.mark.parametrize("size", SIZES)
+def test_equals_reference(rng, dtype, with_optional, size):
+    arrays = sample(dtype, rng, with_optional, largest=SIZES[size])
     assert_outputs_equal(call(arrays), expected(arrays), dtype)
+
+
+if GROUP_IDS:  # (an op without them has nothing to test here)
+    @pytest.mark.parametrize("ids", ID_PATTERNS)
+    @pytest.mark.parametrize("size", ["small", "large"])
+    def test_each_pattern_of_group_ids(rng, ids, size):
+        arrays = sample(DTYPES[0], rng, largest=SIZES[size], ids=ids)
+        assert_outputs_equal(call(arrays), expected(arrays), DTYPES[0])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("with_optional", [True, False] if OPTIONAL else [True])
 def test_opcheck(rng, dtype, with_optional):
     """Schema, fake kernel against the real one, registrations."""
-    arrays = sample(dtype, rng, with_optional, smallest=2)
-    args = tuple(None if arrays.get(name) is None else torch.from_numpy(arrays[name]) for name in INPUTS)
-    torch.library.opcheck(OP.default, args, EXPORTED)
+    torch_op.request("opcheck", sample(dtype, rng, with_optional, smallest=2), EXPORTED)
 
 
 def tensors(arrays):
