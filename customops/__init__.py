@@ -19,6 +19,8 @@ _LAZY = {
     "KNNQuery": "ops",
     "deform_conv2d": "ops",
     "DeformConv2d": "ops",
+    "ms_deform_attn": "ops",
+    "MSDeformAttnFunction": "ops",
 }
 
 # submodules, importable as attributes: customops.ort, customops.notebook, ...

@@ -13,7 +13,8 @@ import torch
 
 from . import _C  # registers torch.ops.customops.*; the fake kernels call its checks
 
-__all__ = ["my_add", "knn_query", "KNNQuery", "deform_conv2d", "DeformConv2d"]
+__all__ = ["my_add", "knn_query", "KNNQuery", "deform_conv2d", "DeformConv2d", "ms_deform_attn",
+           "MSDeformAttnFunction"]
 
 
 # --- fake kernels -------------------------------------------------------------
@@ -245,13 +246,17 @@ torch.library.register_autograd("customops::deform_conv2d", _deform_conv2d_backw
                                 setup_context=_deform_conv2d_setup_context)
 
 
-def _no_double_backward(ctx, *grads):
-    raise RuntimeError(
-        "customops::deform_conv2d_backward has no gradient: the second derivative of "
-        "deform_conv2d (double backward, create_graph=True through it) is not implemented")
+def _no_double_backward(op):
+    """The gradient of customops::<op>_backward: refused, with the reason."""
+    def refuse(ctx, *grads):
+        raise RuntimeError(
+            f"customops::{op}_backward has no gradient: the second derivative of "
+            f"{op} (double backward, create_graph=True through it) is not implemented")
+    return refuse
 
 
-torch.library.register_autograd("customops::deform_conv2d_backward", _no_double_backward)
+torch.library.register_autograd("customops::deform_conv2d_backward",
+                                _no_double_backward("deform_conv2d"))
 
 
 def deform_conv2d(input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0),
@@ -321,3 +326,116 @@ class DeformConv2d(torch.nn.Module):
         s += f", dilation={self.dilation}" if self.dilation != (1, 1) else ""
         s += f", groups={self.groups}" if self.groups != 1 else ""
         return s + (", bias=False" if self.bias is None else "")
+
+
+# --- ms_deform_attn -------------------------------------------------------------
+
+
+def _ms_deform_attn_shape(fake_check, value, spatial_shapes, level_start_index,
+                          sampling_locations, attention_weights, im2col_step):
+    """The output's shape (N, Q, M * D).  `fake_check()`, the op's C++ check
+    through customops._C, gives it when im2col_step is an int and every size
+    is concrete; otherwise (None) it comes from the shapes, with the
+    equalities ms_deform_attn_check_shapes (csrc/kernels/ms_deform_attn.cpp)
+    rests on.  The values of spatial_shapes and level_start_index are only
+    seen at run time."""
+    if _all_int(im2col_step):
+        shape = fake_check()
+        if shape is not None:
+            return shape
+    torch._check(value.dim() == 4, lambda: "ms_deform_attn: value must be 4-D (N, S, M, D)")
+    torch._check(sampling_locations.dim() == 6,
+                 lambda: "ms_deform_attn: sampling_locations must be 6-D (N, Q, M, L, P, 2)")
+    n, _, heads, channels = value.shape
+    levels = spatial_shapes.shape[0]
+    _check_shape(spatial_shapes, (levels, 2), "ms_deform_attn: spatial_shapes must have shape (L, 2)")
+    _check_shape(level_start_index, (levels,),
+                 "ms_deform_attn: level_start_index must have shape (L)")
+    queries, points = sampling_locations.shape[1], sampling_locations.shape[4]
+    _check_shape(sampling_locations, (n, queries, heads, levels, points, 2),
+                 "ms_deform_attn: sampling_locations must have shape (N, Q, M, L, P, 2)")
+    _check_shape(attention_weights, (n, queries, heads, levels, points),
+                 "ms_deform_attn: attention_weights must have shape (N, Q, M, L, P)")
+    return (n, queries, heads * channels)
+
+
+@torch.library.register_fake("customops::ms_deform_attn")
+def _(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+      im2col_step=64):
+    args = (value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+            im2col_step)
+    return value.new_empty(_ms_deform_attn_shape(lambda: _C.ms_deform_attn_fake_check(*args),
+                                                 *args))
+
+
+@torch.library.register_fake("customops::ms_deform_attn_backward")
+def _(grad_output, value, spatial_shapes, level_start_index, sampling_locations,
+      attention_weights, im2col_step=64):
+    """The gradients have the shapes of value, sampling_locations and attention_weights."""
+    args = (value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+            im2col_step)
+    shape = _ms_deform_attn_shape(
+        lambda: _C.ms_deform_attn_backward_fake_check(grad_output, *args), *args)
+    _check_shape(grad_output, shape, "ms_deform_attn_backward: grad_output must have the "
+                 "shape of the output (N, Q, M * D)")
+    return (value.new_empty(value.shape), sampling_locations.new_empty(sampling_locations.shape),
+            attention_weights.new_empty(attention_weights.shape))
+
+
+def _ms_deform_attn_setup_context(ctx, inputs, output):
+    *tensors, im2col_step = inputs
+    ctx.save_for_backward(*tensors)
+    ctx.im2col_step = im2col_step
+
+
+def _ms_deform_attn_backward(ctx, grad):
+    value, spatial_shapes, level_start_index, locations, weights = ctx.saved_tensors
+    grad_value, grad_locations, grad_weights = torch.ops.customops.ms_deform_attn_backward(
+        grad, value, spatial_shapes, level_start_index, locations, weights, ctx.im2col_step)
+    return grad_value, None, None, grad_locations, grad_weights, None
+
+
+torch.library.register_autograd("customops::ms_deform_attn", _ms_deform_attn_backward,
+                                setup_context=_ms_deform_attn_setup_context)
+torch.library.register_autograd("customops::ms_deform_attn_backward",
+                                _no_double_backward("ms_deform_attn"))
+
+
+def ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
+                   attention_weights, im2col_step: int = 64):
+    """Multi-scale deformable attention (csrc/kernels/ms_deform_attn.h): value
+    (N, S, M, D), spatial_shapes int64 (L, 2), level_start_index int64 (L),
+    sampling_locations (N, Q, M, L, P, 2) in [0, 1], attention_weights
+    (N, Q, M, L, P) -> (N, Q, M * D).  Differentiable with respect to value,
+    sampling_locations and attention_weights.  im2col_step is checked (>= 1)
+    and otherwise unused: in mmcv it only batches the CUDA kernel's work."""
+    return torch.ops.customops.ms_deform_attn(value, spatial_shapes, level_start_index,
+                                              sampling_locations, attention_weights, im2col_step)
+
+
+class MSDeformAttnFunction(torch.autograd.Function):
+    """Drop-in for Deformable DETR's ``MSDeformAttnFunction`` and mmcv's
+    ``MultiScaleDeformableAttnFunction``: the same ``apply(value,
+    spatial_shapes, level_start_index, sampling_locations, attention_weights,
+    im2col_step)``, on our kernel, and it exports to one
+    ``custom::ms_deform_attn`` node both ways (``symbolic`` for the
+    TorchScript exporter; the torch.export one meets the op itself)."""
+
+    @staticmethod
+    def forward(ctx, value, spatial_shapes, level_start_index, sampling_locations,
+                attention_weights, im2col_step):
+        inputs = (value, spatial_shapes, level_start_index, sampling_locations,
+                  attention_weights, im2col_step)
+        output = torch.ops.customops.ms_deform_attn(*inputs)
+        _ms_deform_attn_setup_context(ctx, inputs, output)
+        return output
+
+    backward = staticmethod(_ms_deform_attn_backward)
+
+    @staticmethod
+    def symbolic(g, value, spatial_shapes, level_start_index, sampling_locations,
+                 attention_weights, im2col_step):
+        from .symbolic import ms_deform_attn_node
+
+        return ms_deform_attn_node(g, value, spatial_shapes, level_start_index,
+                                   sampling_locations, attention_weights, im2col_step)

@@ -84,8 +84,28 @@ def deform_conv2d_symbolic(g, input, weight, offset, mask, bias, stride, padding
     return output.setType(input.type().with_sizes(sizes))
 
 
+def ms_deform_attn_node(g, value, spatial_shapes, level_start_index, sampling_locations,
+                        attention_weights, im2col_step):
+    """custom::ms_deform_attn, typed (N, Q, M * D) where the sizes are known."""
+    output = g.op(f"{DOMAIN}::ms_deform_attn", value, spatial_shapes, level_start_index,
+                  sampling_locations, attention_weights, im2col_step_i=im2col_step)
+    heads, channels = _size(value, 2), _size(value, 3)
+    sizes = [_size(value, 0), _size(sampling_locations, 1),
+             heads * channels if heads is not None and channels is not None else None]
+    return output.setType(value.type().with_sizes(sizes))
+
+
+@parse_args("v", "v", "v", "v", "v", "i")
+def ms_deform_attn_symbolic(g, value, spatial_shapes, level_start_index, sampling_locations,
+                            attention_weights, im2col_step):
+    return ms_deform_attn_node(g, value, spatial_shapes, level_start_index, sampling_locations,
+                               attention_weights, im2col_step)
+
+
 def register(opset_version: int = 9) -> None:
     """Register the symbolic of every customops:: operator (idempotent)."""
     register_custom_op_symbolic("customops::my_add", my_add_symbolic, opset_version)
     register_custom_op_symbolic("customops::knn_query", knn_query_symbolic, opset_version)
     register_custom_op_symbolic("customops::deform_conv2d", deform_conv2d_symbolic, opset_version)
+    register_custom_op_symbolic("customops::ms_deform_attn", ms_deform_attn_symbolic,
+                                opset_version)

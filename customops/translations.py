@@ -89,8 +89,24 @@ def deform_conv2d(
     )
 
 
+@onnxscript.script(_translations)
+def ms_deform_attn(
+    value: TFloat,
+    spatial_shapes: INT64,
+    level_start_index: INT64,
+    sampling_locations: TFloat,
+    attention_weights: TFloat,
+    im2col_step: int = 64,
+) -> TFloat:
+    return custom.ms_deform_attn(
+        value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+        im2col_step=im2col_step,
+    )
+
+
 TABLE = {
     torch.ops.customops.my_add.default: my_add,
     torch.ops.customops.knn_query.default: knn_query,
     torch.ops.customops.deform_conv2d.default: deform_conv2d,
+    torch.ops.customops.ms_deform_attn.default: ms_deform_attn,
 }

@@ -13,7 +13,8 @@ from the kernels' code) says whether the draw is valid and, if not, which
 argument the error must name:
 
 * valid draws must give the reference's result (knn: helpers.knn_reference,
-  deform_conv2d: torchvision.ops.deform_conv2d, my_add: numpy);
+  deform_conv2d: torchvision.ops.deform_conv2d, my_add: numpy,
+  ms_deform_attn: helpers.ms_deform_attn_reference);
 * invalid draws must raise InvalidArgument at run (or fail the session's
   creation, for a bad attribute the kernel reads when it is built) with a
   message naming that argument;
@@ -580,6 +581,128 @@ def fuzz_deform_conv2d(examples):
     prop()
 
 
+# --- ms_deform_attn -----------------------------------------------------------
+
+
+def ms_deform_attn_problem(x, im2col_step):
+    """The contract of csrc/kernels/ms_deform_attn.h, checked in the kernel's order."""
+    dtype = _dtype_problem(OPS["ms_deform_attn"], x)
+    if dtype:
+        return dtype
+    op = "ms_deform_attn: "
+    value, shapes, starts = x["value"], x["spatial_shapes"], x["level_start_index"]
+    locations, weights = x["sampling_locations"], x["attention_weights"]
+    if value.ndim != 4:
+        return ("run", op + r"value must be 4-D")
+    if shapes.ndim != 2 or shapes.shape[1] != 2:
+        return ("run", op + r"spatial_shapes must have shape \(L, 2\)")
+    n, s, m, _ = value.shape
+    levels = shapes.shape[0]
+    if starts.shape != (levels,):
+        return ("run", op + r"level_start_index must have shape \(L\)")
+    if locations.ndim != 6:
+        return ("run", op + r"sampling_locations must be 6-D")
+    q, p = locations.shape[1], locations.shape[4]
+    if locations.shape != (n, q, m, levels, p, 2):
+        return ("run", op + r"sampling_locations must have shape \(N, Q, M, L, P, 2\)")
+    if weights.shape != (n, q, m, levels, p):
+        return ("run", op + r"attention_weights must have shape \(N, Q, M, L, P\)")
+    if im2col_step < 1:
+        return ("run", op + r"im2col_step must be >= 1")
+    total = 0
+    for level, ((h, w), start) in enumerate(zip(shapes.tolist(), starts.tolist())):
+        if h < 0 or w < 0:
+            return ("run", op + rf"spatial_shapes must be >= 0, got spatial_shapes\[{level}\]")
+        if start != total:
+            return ("run", op + rf"level_start_index must hold the prefix sums .* got "
+                    rf"level_start_index\[{level}\] = {start}, expected {total}")
+        total += h * w
+        if total > s:
+            return ("run", op + rf"the areas H \* W of spatial_shapes must sum to S = "
+                    rf"value\.shape\[1\] = {s}, got more by level {level}")
+    if total != s:
+        return ("run", op + rf"the areas .* must sum to S = value\.shape\[1\] = {s}, got {total}")
+    if not np.isfinite(locations).all():
+        return ("run", op + r"sampling_locations must be finite \(no NaN or inf\)")
+    return None
+
+
+MSDA_CHANGES = ["valid"] * 8 + ["value-rank", "value-S", "shapes-columns", "starts-length",
+                                "starts-value", "shapes-negative", "shapes-huge", "locations-dim",
+                                "weights-dim", "im2col_step", "non-finite", "far", "dtype"]
+
+
+@st.composite
+def ms_deform_attn_draws(draw):
+    size = st.integers(0, 4)
+    cfg = dict(n=draw(st.integers(0, 2)), m=draw(st.integers(1, 3)), d=draw(st.integers(0, 9)),
+               q=draw(size), p=draw(st.integers(0, 3)),
+               shapes=draw(st.lists(st.tuples(size, size), min_size=0, max_size=3)))
+    return (cfg, draw(st.sampled_from(MSDA_CHANGES)), draw(FLOATS),
+            draw(st.integers(-2, 200)), draw(st.integers(0, 2**32 - 1)))
+
+
+def fuzz_ms_deform_attn(examples):
+    from optable import msda_inputs
+
+    op = OPS["ms_deform_attn"]
+
+    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck), phases=(Phase.generate, Phase.shrink))
+    @given(ms_deform_attn_draws())
+    def prop(draw):
+        cfg, change, dtype, step, seed = draw
+        rng = np.random.default_rng(seed)
+        x = msda_inputs(rng, cfg, np.float32, spread=0.5)
+        im2col_step = step if change == "im2col_step" else 64
+        pick = lambda array: tuple(rng.integers(0, d) for d in array.shape)  # noqa: E731
+        if change == "value-rank":
+            x["value"] = x["value"][..., None] if rng.random() < 0.5 else np.zeros(
+                x["value"].shape[1:], np.float32)
+        elif change == "value-S":
+            x["value"] = np.zeros((cfg["n"], x["value"].shape[1] + 1, cfg["m"], cfg["d"]),
+                                  np.float32)
+        elif change == "shapes-columns":
+            x["spatial_shapes"] = np.ones((len(cfg["shapes"]), 3), np.int64)
+        elif change == "starts-length":
+            x["level_start_index"] = np.zeros(len(cfg["shapes"]) + 1, np.int64)
+        elif change == "starts-value" and cfg["shapes"]:
+            x["level_start_index"][rng.integers(0, len(cfg["shapes"]))] += rng.choice([-1, 1])
+        elif change == "shapes-negative" and cfg["shapes"]:
+            x["spatial_shapes"][rng.integers(0, len(cfg["shapes"])), rng.integers(0, 2)] = -1
+        elif change == "shapes-huge" and cfg["shapes"]:
+            x["spatial_shapes"][rng.integers(0, len(cfg["shapes"]))] = rng.choice(
+                [2**62, 2**31, 2**32 + 1]), rng.choice([2, 2**31, 2**40])
+        elif change in ("locations-dim", "weights-dim"):
+            name = "sampling_locations" if change == "locations-dim" else "attention_weights"
+            shape = list(x[name].shape)
+            shape[rng.integers(0, len(shape))] += 1
+            x[name] = np.zeros(shape, np.float32)
+        elif change == "non-finite" and x["sampling_locations"].size:
+            x["sampling_locations"][pick(x["sampling_locations"])] = rng.choice(
+                [np.nan, np.inf, -np.inf])
+        elif change == "far":
+            x["sampling_locations"] *= np.float32(rng.choice([1e6, -1e30, 3e38]))
+        if change == "dtype":
+            x["value"] = x["value"].astype(dtype)
+        else:
+            for name in ("value", "sampling_locations", "attention_weights"):
+                x[name] = x[name].astype(dtype)
+        attrs = {"im2col_step": im2col_step}
+
+        def reference(got):
+            (out,) = got
+            (expected,) = op.reference(x, attrs)
+            assert out.shape == expected.shape and out.dtype == expected.dtype
+            tolerance = 1e-2 if out.dtype == np.float16 else 1e-4
+            np.testing.assert_allclose(out.astype(np.float64), expected.astype(np.float64),
+                                       rtol=tolerance, atol=tolerance)
+
+        check_example(op, x, attrs, ms_deform_attn_problem(x, im2col_step), reference)
+
+    prop()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=200, help="examples per op")
@@ -588,7 +711,8 @@ def main():
     args = parser.parse_args()
     global LAST_EXAMPLE
     LAST_EXAMPLE = args.last_example
-    fuzzers = {"my_add": fuzz_my_add, "knn_query": fuzz_knn, "deform_conv2d": fuzz_deform_conv2d}
+    fuzzers = {"my_add": fuzz_my_add, "knn_query": fuzz_knn, "deform_conv2d": fuzz_deform_conv2d,
+               "ms_deform_attn": fuzz_ms_deform_attn}
     assert set(fuzzers) == set(OPS), "every op of tests/optable.py needs a fuzzer here"
     failed, times = [], {}
     for op in args.ops.split(","):

@@ -47,6 +47,67 @@ def knn_reference(nsample, xyz, offset, new_xyz=None, new_offset=None):
     return idx, dist
 
 
+def ms_deform_attn_reference(value, spatial_shapes, level_start_index, sampling_locations,
+                             attention_weights):
+    """Multi-scale deformable attention in float64 numpy, by its definition:
+    each sample is the sum over its four corner pixels (x0 + i, y0 + j) of
+    (1 - |x - x0 - i|) * (1 - |y - y0 - j|) times the pixel, 0 outside the
+    level, at pixel (x, y) = location * (W, H) - 0.5.  Independent of the
+    kernel and of torch (grid_sample is tests/test_ms_deform_attn.py's other
+    reference).  Rounded to value's dtype at the end."""
+    n, _, heads, channels = value.shape
+    queries = sampling_locations.shape[1]
+    out = np.zeros((n, queries, heads, channels))
+    batch = np.arange(n)[:, None, None, None]
+    head = np.arange(heads)[None, None, :, None]
+    for level, ((height, width), start) in enumerate(zip(spatial_shapes, level_start_index)):
+        if height * width == 0:
+            continue
+        pixels = value[:, start:start + height * width].astype(np.float64)
+        pixels = pixels.reshape(n, height, width, heads, channels)
+        loc = sampling_locations[:, :, :, level].astype(np.float64)   # (N, Q, M, P, 2)
+        x, y = loc[..., 0] * width - 0.5, loc[..., 1] * height - 0.5
+        weight = attention_weights[:, :, :, level].astype(np.float64)  # (N, Q, M, P)
+        for j in (0, 1):
+            for i in (0, 1):
+                xi, yi = np.floor(x) + i, np.floor(y) + j
+                inside = (xi >= 0) & (xi < width) & (yi >= 0) & (yi < height)
+                bilinear = np.where(inside, (1 - np.abs(x - xi)) * (1 - np.abs(y - yi)), 0)
+                corner = pixels[batch, np.clip(yi, 0, height - 1).astype(np.int64),
+                                np.clip(xi, 0, width - 1).astype(np.int64), head]
+                out += ((weight * bilinear)[..., None] * corner).sum(axis=3)
+    return out.reshape(n, queries, heads * channels).astype(value.dtype)
+
+
+def ms_deform_attn_core_pytorch(value, value_spatial_shapes, sampling_locations,
+                                attention_weights):
+    """Deformable DETR's pure-PyTorch multi-scale deformable attention
+    (models/ops/functions/ms_deform_attn_func.py, ms_deform_attn_core_pytorch):
+    one grid_sample per level, what transformers and optimum export instead of
+    the CUDA kernel.  value_spatial_shapes is a list of (H, W) ints.  The
+    other reference of tests/test_ms_deform_attn.py, and the GridSample route
+    of bench/."""
+    import torch
+    import torch.nn.functional as F
+
+    n, _, heads, channels = value.shape
+    _, queries, _, levels, points, _ = sampling_locations.shape
+    value_list = value.split([h * w for h, w in value_spatial_shapes], dim=1)
+    sampling_grids = 2 * sampling_locations - 1
+    sampling_value_list = []
+    for level, (h, w) in enumerate(value_spatial_shapes):
+        # (N, H*W, M, D) -> (N*M, D, H, W)
+        value_l = value_list[level].flatten(2).transpose(1, 2).reshape(n * heads, channels, h, w)
+        # (N, Q, M, P, 2) -> (N*M, Q, P, 2)
+        grid_l = sampling_grids[:, :, :, level].transpose(1, 2).flatten(0, 1)
+        sampling_value_list.append(F.grid_sample(value_l, grid_l, mode="bilinear",
+                                                 padding_mode="zeros", align_corners=False))
+    # (N, Q, M, L, P) -> (N*M, 1, Q, L*P)
+    weights = attention_weights.transpose(1, 2).reshape(n * heads, 1, queries, levels * points)
+    output = (torch.stack(sampling_value_list, dim=-2).flatten(-2) * weights).sum(-1)
+    return output.view(n, heads * channels, queries).transpose(1, 2).contiguous()
+
+
 def random_clouds(rng, sizes, dims=3, duplicates=False):
     """Packed clouds of the given sizes: (xyz float32 (n, 3), offset int32)."""
     parts = []

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from customops.ort import DOMAIN, OPSET_VERSION  # noqa: F401  (re-exported for the tests)
-from helpers import knn_reference, random_clouds
+from helpers import knn_reference, ms_deform_attn_reference, random_clouds
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
@@ -633,7 +633,193 @@ DEFORM_CONV2D = Op(
 )
 
 
-OPS = {op.name: op for op in (MY_ADD, KNN_QUERY, DEFORM_CONV2D)}
+# --- ms_deform_attn -------------------------------------------------------------
+
+# batch N, heads M, channels D, levels (H, W), queries Q, points P
+MSDA_CONFIGS = [
+    dict(n=1, m=2, d=4, shapes=[(3, 4), (2, 3)], q=5, p=2),
+    dict(n=2, m=3, d=5, shapes=[(4, 5), (2, 2), (1, 1)], q=7, p=3),   # D not a vector's width
+    dict(n=1, m=8, d=32, shapes=[(6, 7), (3, 4)], q=9, p=4),          # Deformable DETR's heads
+    dict(n=1, m=1, d=1, shapes=[(1, 1)], q=1, p=1),
+    dict(n=2, m=2, d=12, shapes=[(5, 3), (1, 4), (2, 1), (3, 3)], q=6, p=2),
+    dict(n=1, m=2, d=4, shapes=[(3, 3), (0, 5), (2, 2)], q=4, p=2),  # an empty level
+    dict(n=0, m=2, d=4, shapes=[(2, 2)], q=3, p=2),                   # nothing at all
+    dict(n=1, m=2, d=4, shapes=[(2, 3)], q=0, p=2),
+    dict(n=1, m=2, d=0, shapes=[(2, 3)], q=3, p=2),
+    dict(n=1, m=2, d=4, shapes=[(2, 3)], q=3, p=0),
+]
+
+
+def msda_config_id(c):
+    return (f"n{c['n']}m{c['m']}d{c['d']}q{c['q']}p{c['p']}-"
+            + "_".join(f"{h}x{w}" for h, w in c["shapes"]))
+
+
+def msda_inputs(rng, cfg, dtype=F32, spread=0.3):
+    """Arrays of the op's contract; locations in [-spread, 1 + spread], so
+    that some samples fall partly or wholly outside their level."""
+    shapes = np.array(cfg["shapes"], np.int64).reshape(-1, 2)
+    areas = shapes[:, 0] * shapes[:, 1]
+    n, m, levels, q, p = cfg["n"], cfg["m"], len(shapes), cfg["q"], cfg["p"]
+    uniform = lambda *shape: rng.uniform(-spread, 1 + spread, shape).astype(dtype)  # noqa: E731
+    return {
+        "value": rng.standard_normal((n, int(areas.sum()), m, cfg["d"])).astype(dtype),
+        "spatial_shapes": shapes,
+        "level_start_index": np.concatenate([[0], np.cumsum(areas)[:-1]]).astype(np.int64),
+        "sampling_locations": uniform(n, q, m, levels, p, 2),
+        "attention_weights": rng.random((n, q, m, levels, p)).astype(dtype),
+    }
+
+
+def msda_border_inputs(rng, cfg, dtype=F32):
+    """Locations on pixel centres, pixel edges, the level's borders and just
+    beyond them: where floor() and the inside tests change their answer."""
+    x = msda_inputs(rng, cfg, dtype)
+    shape = x["sampling_locations"].shape
+    sizes = np.array(cfg["shapes"], np.float64)[:, None, ::-1]  # (L, 1, 2): (W, H) per level
+    k = rng.integers(-2, 2 * int(sizes.max()) + 3, shape)
+    x["sampling_locations"] = (k / (2 * sizes)).astype(dtype)    # multiples of half a pixel
+    return x
+
+
+def _msda_samples(rng):
+    base = MSDA_CONFIGS[0]
+    samples = [Sample("basic", msda_inputs(rng, base), basic=True),
+               Sample("basic-borders", msda_border_inputs(rng, base)),
+               Sample("basic-im2col_step-1", msda_inputs(rng, base), {"im2col_step": 1})]
+    samples += [Sample(f"basic-{dtype}", msda_inputs(rng, base, dtype)) for dtype in (F64, F16)]
+    samples += [Sample(msda_config_id(c), msda_inputs(rng, c)) for c in MSDA_CONFIGS[1:]]
+    samples += [Sample(f"strided-{names}", msda_inputs(rng, MSDA_CONFIGS[1]), noncontiguous=names)
+                for names in (("value",), ("value", "sampling_locations", "attention_weights"))]
+    return samples
+
+
+def _msda_large(rng, i):
+    cfg = dict(n=1 + i % 2, m=4, d=16, shapes=[(12 + i, 16), (6, 8), (3, 4)], q=150 + 10 * i,
+               p=4)
+    return [Sample(f"{i}", msda_inputs(rng, cfg))]
+
+
+def _msda_reference(x, attrs):
+    return [ms_deform_attn_reference(x["value"], x["spatial_shapes"], x["level_start_index"],
+                                     x["sampling_locations"], x["attention_weights"])]
+
+
+def _msda_python(t, attrs):
+    import customops
+
+    return customops.ms_deform_attn(t["value"], t["spatial_shapes"], t["level_start_index"],
+                                    t["sampling_locations"], t["attention_weights"],
+                                    attrs.get("im2col_step", 64))
+
+
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+# N=1, S = 3*4 + 2*3 = 18, M=2, D=4; Q=5, L=2, P=3
+MSDA = dict(value=f32(1, 18, 2, 4), spatial_shapes=i64(3, 4, 2, 3).reshape(2, 2),
+            level_start_index=i64(0, 12), sampling_locations=f32(1, 5, 2, 2, 3, 2),
+            attention_weights=f32(1, 5, 2, 2, 3))
+LOCATIONS_LAYOUT = r"sampling_locations must have shape \(N, Q, M, L, P, 2\) = "
+WEIGHTS_LAYOUT = r"attention_weights must have shape \(N, Q, M, L, P\) = "
+AREAS = r"the areas H \* W of spatial_shapes must sum to S = value\.shape\[1\] = 18, got "
+PREFIX = (r"level_start_index must hold the prefix sums of the areas H \* W of spatial_shapes, "
+          r"got level_start_index")
+
+
+def _msda_bad(id, match, values=False, im2col_step=64, **changes):
+    return Bad(id, {**MSDA, **changes}, {"im2col_step": im2col_step}, match, values=values)
+
+
+MS_DEFORM_ATTN = Op(
+    name="ms_deform_attn",
+    onnx_name="ms_deform_attn",
+    inputs=(Input("value", (F32, F64, F16), (F32, F64, F16)),
+            Input("spatial_shapes", (I64,), (I64,)),
+            Input("level_start_index", (I64,), (I64,)),
+            Input("sampling_locations", (F32, F64, F16), (F32, F64, F16), same_as="value"),
+            Input("attention_weights", (F32, F64, F16), (F32, F64, F16), same_as="value")),
+    attrs={"im2col_step": 64},
+    outputs=(Output("output", "value"),),
+    samples=_msda_samples,
+    large=_msda_large,
+    reference=_msda_reference,
+    python=_msda_python,
+    refuse=lambda s: {"level_start_index": s.inputs["level_start_index"] + 1},
+    rtol=1e-4,
+    atol=1e-5,
+    differentiable=True,
+    base=Sample("base", MSDA, {"im2col_step": 64}),
+    bad=[
+        # ranks and shapes
+        _msda_bad("value-3d", r"ms_deform_attn: value must be 4-D \(N, S, M, D\), got shape "
+                  r"\[18, 2, 4\]", value=f32(18, 2, 4)),
+        _msda_bad("value-5d", r"value must be 4-D \(N, S, M, D\), got shape \[1, 18, 2, 4, 1\]",
+                  value=f32(1, 18, 2, 4, 1)),
+        _msda_bad("spatial_shapes-3-columns", r"ms_deform_attn: spatial_shapes must have shape "
+                  r"\(L, 2\), got \[2, 3\]", spatial_shapes=i64(3, 4, 1, 2, 3, 1).reshape(2, 3)),
+        _msda_bad("spatial_shapes-1d", r"spatial_shapes must have shape \(L, 2\), got \[4\]",
+                  spatial_shapes=i64(3, 4, 2, 3)),
+        _msda_bad("level_start_index-length", r"ms_deform_attn: level_start_index must have "
+                  r"shape \(L\) = \[2\], got \[3\]", level_start_index=i64(0, 12, 18)),
+        _msda_bad("level_start_index-2d", r"level_start_index must have shape \(L\) = \[2\], "
+                  r"got \[2, 1\]", level_start_index=i64(0, 12).reshape(2, 1)),
+        _msda_bad("sampling_locations-5d", r"ms_deform_attn: sampling_locations must be 6-D "
+                  r"\(N, Q, M, L, P, 2\), got shape \[1, 5, 2, 2, 3\]",
+                  sampling_locations=f32(1, 5, 2, 2, 3)),
+        _msda_bad("sampling_locations-heads", LOCATIONS_LAYOUT + r"\[1, 5, 2, 2, 3, 2\] "
+                  r"\(N, M from value, L from spatial_shapes\), got \[1, 5, 3, 2, 3, 2\]",
+                  sampling_locations=f32(1, 5, 3, 2, 3, 2)),
+        _msda_bad("sampling_locations-batch", LOCATIONS_LAYOUT + r"\[1, 5, 2, 2, 3, 2\] .*got "
+                  r"\[2, 5, 2, 2, 3, 2\]", sampling_locations=f32(2, 5, 2, 2, 3, 2)),
+        _msda_bad("sampling_locations-levels", LOCATIONS_LAYOUT + r"\[1, 5, 2, 2, 3, 2\] .*got "
+                  r"\[1, 5, 2, 3, 3, 2\]", sampling_locations=f32(1, 5, 2, 3, 3, 2)),
+        _msda_bad("sampling_locations-3-coordinates", LOCATIONS_LAYOUT + r"\[1, 5, 2, 2, 3, 2\] "
+                  r".*got \[1, 5, 2, 2, 3, 3\]", sampling_locations=f32(1, 5, 2, 2, 3, 3)),
+        _msda_bad("attention_weights-points", WEIGHTS_LAYOUT + r"\[1, 5, 2, 2, 3\], got "
+                  r"\[1, 5, 2, 2, 4\]", attention_weights=f32(1, 5, 2, 2, 4)),
+        _msda_bad("attention_weights-queries", WEIGHTS_LAYOUT + r"\[1, 5, 2, 2, 3\], got "
+                  r"\[1, 4, 2, 2, 3\]", attention_weights=f32(1, 4, 2, 2, 3)),
+        _msda_bad("attention_weights-with-coordinates", WEIGHTS_LAYOUT + r"\[1, 5, 2, 2, 3\], "
+                  r"got \[1, 5, 2, 2, 3, 2\]", attention_weights=f32(1, 5, 2, 2, 3, 2)),
+        _msda_bad("im2col_step-zero", r"ms_deform_attn: im2col_step must be >= 1, got 0",
+                  im2col_step=0),
+        _msda_bad("im2col_step-negative", r"im2col_step must be >= 1, got -64", im2col_step=-64),
+        # the values of spatial_shapes and level_start_index
+        _msda_bad("spatial_shapes-negative", r"ms_deform_attn: spatial_shapes must be >= 0, got "
+                  r"spatial_shapes\[0\] = \(-3, 4\)", values=True,
+                  spatial_shapes=i64(-3, 4, 2, 3).reshape(2, 2)),
+        _msda_bad("spatial_shapes-negative-pair", r"spatial_shapes must be >= 0, got "
+                  r"spatial_shapes\[1\] = \(-2, -3\)", values=True,
+                  spatial_shapes=i64(3, 4, -2, -3).reshape(2, 2)),
+        _msda_bad("spatial_shapes-areas-short", AREAS + "16", values=True,
+                  spatial_shapes=i64(3, 4, 2, 2).reshape(2, 2)),
+        _msda_bad("spatial_shapes-areas-over", AREAS + r"more by level 1 \(2, 4\)", values=True,
+                  spatial_shapes=i64(3, 4, 2, 4).reshape(2, 2)),
+        _msda_bad("spatial_shapes-swapped-over", AREAS + r"more by level 0 \(4, 5\)",
+                  values=True, spatial_shapes=i64(4, 5, 2, 3).reshape(2, 2)),
+        _msda_bad("spatial_shapes-area-overflow", AREAS + r"more by level 0 "
+                  r"\(4611686018427387904, 4\)", values=True,
+                  spatial_shapes=i64(2**62, 4, 2, 3).reshape(2, 2)),
+        _msda_bad("level_start_index-not-prefix", PREFIX + r"\[1\] = 11, expected 12",
+                  values=True, level_start_index=i64(0, 11)),
+        _msda_bad("level_start_index-first", PREFIX + r"\[0\] = 1, expected 0",
+                  values=True, level_start_index=i64(1, 12)),
+        _msda_bad("level_start_index-ends", PREFIX + r"\[1\] = 18, expected 12",
+                  values=True, level_start_index=i64(0, 18)),
+        # non-finite locations are refused, naming the first
+        *[_msda_bad(f"sampling_locations-{text}-{'-'.join(map(str, at))}",
+                    rf"ms_deform_attn: sampling_locations must be finite \(no NaN or inf\), "
+                    rf"got {text} at sampling_locations\[{', '.join(map(str, at))}\]",
+                    values=True, sampling_locations=_with(MSDA["sampling_locations"], at, value))
+          for at in [(0, 0, 0, 0, 0, 0), (0, 4, 1, 1, 2, 1), (0, 2, 1, 0, 1, 0)]
+          for value, text in [(np.nan, "nan"), (np.inf, "inf"), (-np.inf, "-inf")]],
+    ],
+)
+
+
+OPS = {op.name: op for op in (MY_ADD, KNN_QUERY, DEFORM_CONV2D, MS_DEFORM_ATTN)}
 BY_ONNX_NAME = {op.onnx_name: op for op in OPS.values()}
 
 

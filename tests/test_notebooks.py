@@ -20,11 +20,12 @@ COURSE = ["00_overview", "01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_
           "17_export_problems",
           "18_ort_problems",
           "19_ship_your_op",
+          "20_ms_deform_attn",
           "21_build_and_load_problems",
           "22_graph_and_kernel_problems"]
 # Notebooks built around one operator: their first export takes the torch 2.x route.
 CASES = ["01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_library", "05_knn_query",
-         "06_selu", "08_end_to_end"]
+         "06_selu", "08_end_to_end", "20_ms_deform_attn"]
 MAX_CELLS = 45
 MAX_MARKDOWN_WORDS = 2000
 # absolute paths of the kinds a run leaves behind on Linux and macOS, and the

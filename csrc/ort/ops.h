@@ -21,6 +21,8 @@ std::vector<OrtCustomOp*> my_add_ops();
 OrtCustomOp* knn_query_op();
 // One kernel per input type (float, double, float16), all named deform_conv2d.
 std::vector<OrtCustomOp*> deform_conv2d_ops();
+// One kernel per float type (float, double, float16), all named ms_deform_attn.
+std::vector<OrtCustomOp*> ms_deform_attn_ops();
 
 // Every op of the domain: what RegisterCustomOps adds, and what a program
 // that compiles the kernels in (examples/cpp, --builtin) adds itself.
@@ -28,6 +30,7 @@ inline std::vector<OrtCustomOp*> all_ops() {
   std::vector<OrtCustomOp*> ops = my_add_ops();
   ops.push_back(knn_query_op());
   for (OrtCustomOp* op : deform_conv2d_ops()) ops.push_back(op);
+  for (OrtCustomOp* op : ms_deform_attn_ops()) ops.push_back(op);
   return ops;
 }
 

@@ -23,6 +23,16 @@ std::optional<Shape> deform_conv2d_backward_fake_check(
     const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
     const at::Tensor& offset, const std::optional<at::Tensor>& mask, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, int64_t offset_groups);
+std::optional<Shape> ms_deform_attn_fake_check(const at::Tensor& value,
+                                               const at::Tensor& spatial_shapes,
+                                               const at::Tensor& level_start_index,
+                                               const at::Tensor& sampling_locations,
+                                               const at::Tensor& attention_weights,
+                                               int64_t im2col_step);
+std::optional<Shape> ms_deform_attn_backward_fake_check(
+    const at::Tensor& grad, const at::Tensor& value, const at::Tensor& spatial_shapes,
+    const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
+    const at::Tensor& attention_weights, int64_t im2col_step);
 
 }  // namespace customops
 
@@ -36,6 +46,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("knn_query_fake_check", &customops::knn_query_fake_check);
   m.def("deform_conv2d_fake_check", &customops::deform_conv2d_fake_check);
   m.def("deform_conv2d_backward_fake_check", &customops::deform_conv2d_backward_fake_check);
+  m.def("ms_deform_attn_fake_check", &customops::ms_deform_attn_fake_check);
+  m.def("ms_deform_attn_backward_fake_check", &customops::ms_deform_attn_backward_fake_check);
   // The vector code the kernels chose on this CPU (the benchmark records it
   // beside each figure): "avx512", "avx2" or "baseline".
   // The kernels' phase timers (kernels/profile.h, bench/step_profile.py):
