@@ -76,12 +76,12 @@ def threads(sess, feeds, labels, schedule, seconds, limit, groups, enough):
     BURST seconds, all threads starting together; rounds go round the
     schedule until ``seconds`` have passed (a race on a small input shows in
     few calls of thousands).  Then, while fewer than ``enough`` calls of some
-    group of feeds (a sample's copies) certainly ran at the same time as
-    another thread's call for half their time (on a busy machine the threads
-    take turns, and a race hides), another ``seconds`` with one thread more
+    group of feeds (a sample's copies) overlapped another thread's call for
+    half their time (on a busy machine the threads take turns, and a race
+    hides), another ``seconds`` with one thread more
     (up to twice as many, the extra ones on the first ones' feeds), until
     ``limit`` seconds.  Returns the mismatches with the serial results, as
-    text, and per group [calls, calls run together].  A feed the serial run
+    text, and per group [calls, calls overlapped].  A feed the serial run
     refuses is left out."""
     expected = {}
     for i, feed in enumerate(feeds):
@@ -100,7 +100,7 @@ def threads(sess, feeds, labels, schedule, seconds, limit, groups, enough):
             counts[groups[feed]][0] += 1
             counts[groups[feed]][1] += int(ran_together)
         if found or time.monotonic() - began + seconds > limit or \
-                min(n for _, n in counts.values() if _) >= enough:
+                min(lapped for calls, lapped in counts.values() if calls) >= enough:
             break
         count = min(count + 1, 2 * len(schedule))
     return found, {"threads": count, "seconds": round(time.monotonic() - began, 2),
@@ -112,7 +112,7 @@ BURST = 0.005  # seconds a round lasts: threads that call freely overlap, in loc
 
 def phase(sess, feeds, labels, expected, schedule, rounds, seconds, found):
     """Rounds for ``seconds`` (a whole number of times round the schedule);
-    per thread, its calls: [start, end, CPU time, feed]."""
+    per thread, its calls: (start, end, feed)."""
     state = {"round": 0, "until": None, "stop": False, "burst": None}
     spans = [[] for _ in schedule]
 
@@ -140,15 +140,15 @@ def phase(sess, feeds, labels, expected, schedule, rounds, seconds, found):
             ended = 0.0
             while ended < state["burst"]:
                 try:
-                    began, cpu = time.monotonic(), time.thread_time()
+                    began = time.monotonic()
                     got = sess.run(None, feeds[i])
-                    cpu, ended = time.thread_time() - cpu, time.monotonic()
+                    ended = time.monotonic()
                 except Exception as error:  # noqa: BLE001  reported to the parent
                     found.append(f"{labels[i]} raised in thread {t}: "
                                  f"{str(error).splitlines()[0]}")
                     start.abort()
                     return
-                spans[t].append((began, ended, cpu, i))
+                spans[t].append((began, ended, i))
                 for g, e, out in zip(got, expected[i], sess.get_outputs()):
                     if not same(g, e):
                         found.append(f"{labels[i]}, output {out.name}, thread {t}, call {call}")
@@ -162,26 +162,22 @@ def phase(sess, feeds, labels, expected, schedule, rounds, seconds, found):
 
 
 def together(spans):
-    """(feed, whether the call ran at the same time as a call of another
-    thread for at least half its time) per call.  Two calls certainly ran at
-    once for as long as they overlap less the time either spent off the CPU
-    (preempted, or waiting for Python's lock), measured as wall time less the
-    thread's CPU time.  A thread's calls follow one another, so the calls of
-    another thread that overlap one most are the two around its start."""
-    calls = [np.array(s, dtype=float).reshape(-1, 4) for s in spans]
+    """(feed, whether the call overlapped a call of another thread for at
+    least half its time) per call.  A thread's calls follow one another, so
+    the calls of another thread that overlap one most are the two around its
+    start."""
+    calls = [np.array(s, dtype=float).reshape(-1, 3) for s in spans]
     for a, mine in enumerate(calls):
-        begin, end, cpu = mine[:, 0], mine[:, 1], mine[:, 2]
-        off = np.maximum(end - begin - cpu, 0)
+        begin, end = mine[:, 0], mine[:, 1]
         best = np.zeros(len(mine))
         for b, theirs in enumerate(calls):
             if b == a or not len(theirs):
                 continue
-            their_off = np.maximum(theirs[:, 1] - theirs[:, 0] - theirs[:, 2], 0)
             at = np.searchsorted(theirs[:, 0], begin) - 1
             for j in (np.clip(at, 0, len(theirs) - 1), np.clip(at + 1, 0, len(theirs) - 1)):
                 shared = np.minimum(end, theirs[j, 1]) - np.maximum(begin, theirs[j, 0])
-                best = np.maximum(best, shared - off - their_off[j])
-        yield from zip(mine[:, 3].astype(int), best >= (end - begin) / 2)
+                best = np.maximum(best, shared)
+        yield from zip(mine[:, 2].astype(int), best >= (end - begin) / 2)
 
 
 def run_case(job, case, mark):

@@ -23,9 +23,8 @@ from .target import bare, input_dim_names
 # calls of thousands (scale_add's member scratch on 5 rows: measured in docs/check.md).
 THREADS_SECONDS = 1.0
 # ... and on, a thread more each THREADS_SECONDS, until this many calls of
-# each sample certainly ran at the same time as another thread's call for
-# half their time, or for THREADS_LIMIT seconds (at most half the time limit
-# of a case).  On a busy machine the threads take turns and a race hides:
+# each sample overlapped another thread's call for half their time, or for
+# THREADS_LIMIT seconds (at most half the time limit of a case).  On a busy machine the threads take turns and a race hides:
 # fewer is no pass (rates quiet and busy in docs/check.md).
 THREADS_TOGETHER = 1000
 THREADS_LIMIT = 20.0
@@ -211,7 +210,7 @@ def disagreement(name, model, ort_type, shape, array) -> str | None:
 
 
 def check_threads(target, results, threads: int, calls: int):
-    together = []  # (overlap figures, sample, calls, calls run together)
+    together = []  # (overlap figures, sample, calls, calls overlapped)
     for j in range(len([k for k in results if k.startswith("threads:")])):
         done = results[f"threads:{j}"]
         if done["status"] != "ran":
@@ -228,8 +227,8 @@ def check_threads(target, results, threads: int, calls: int):
         return record("threads", None, "not run: the session refuses every sample")
     overlap, name, n, at_once = min(together, key=lambda o: o[3])
     how = (f"in {overlap['seconds']:g} s with up to {overlap['threads']} threads, {at_once} of "
-           f"{n} calls on sample {name} (the fewest) certainly ran at the same time as another "
-           "thread's call for half their time")
+           f"{n} calls on sample {name} (the fewest) overlapped another thread's call for half "
+           "their time")
     if at_once < THREADS_TOGETHER:
         return record("threads", False, f"not established: {how} ({THREADS_TOGETHER} needed): "
                       "the threads mostly took turns (a busy machine?), and a race shows only "
