@@ -53,25 +53,42 @@ def test_together_counts_calls_that_overlapped_for_half_their_time():
     assert [t for _, t in alone] == [False, False]
 
 
+def session(library, model):
+    options = onnxruntime.SessionOptions()
+    options.register_custom_ops_library(str(library))
+    return onnxruntime.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
+def verdict(overlap):
+    done = {"status": "ran", "mismatches": [], "overlap": overlap}
+    return valid.check_threads(None, {"threads:0": done}, threads=1, calls=8)
+
+
 def test_one_thread_is_not_established(scale_add):
-    """One thread's calls never overlap: no pass, whatever the library (a
-    time limit of 3 s leaves 1.5 s to the check: one round of a second, no
-    second one with a thread more)."""
-    (record,) = check.run(scale_add["model"], [scale_add[""]], [scale_add["samples"][2000]],
-                          checks=["threads"], threads=1, timeout=3)
+    """One thread's calls never overlap: none counted, and no pass, whatever
+    the library; enough overlapped calls of every sample pass."""
+    sess = session(scale_add[""], scale_add["model"])
+    found, overlap = child.threads(sess, [scale_add["samples"][2000]], ["a"], [[0]], seconds=0.2,
+                                   limit=0.3, groups=["s"], enough=1)
+    assert found == [] and overlap["threads"] == 1 and overlap["samples"]["s"][1] == 0, overlap
+    record = verdict(overlap)
     assert record["ok"] is False, record
     assert record["detail"].startswith("not established: in ") and \
         " 0 of " in record["detail"] and f"({valid.THREADS_TOGETHER} needed)" in \
         record["detail"], record
+    enough = valid.THREADS_TOGETHER
+    record = verdict({"threads": 4, "seconds": 1.0, "samples": {"a": [9000, enough],
+                                                                 "b": [0, 0]}})
+    assert record["ok"] is True and f"{enough} of 9000 calls on sample a" in record["detail"]
+    record = verdict({"threads": 4, "seconds": 1.0, "samples": {"a": [9000, enough],
+                                                                 "b": [9000, enough - 1]}})
+    assert record["ok"] is False and f"{enough - 1} of 9000 calls on sample b" in record["detail"]
 
 
 def test_keeps_going_with_a_thread_more_until_its_limit(scale_add):
     """While too few calls ran at once: another round of seconds with one
     thread more, up to twice as many, until the limit."""
-    options = onnxruntime.SessionOptions()
-    options.register_custom_ops_library(str(scale_add[""]))
-    sess = onnxruntime.InferenceSession(str(scale_add["model"]), options,
-                                        providers=["CPUExecutionProvider"])
+    sess = session(scale_add[""], scale_add["model"])
     feeds = [scale_add["samples"][5]] * 2
     found, overlap = child.threads(sess, feeds, ["a", "b"], [[0], [1]], seconds=0.2, limit=1.2,
                                    groups=["s", "s"], enough=10**9)
