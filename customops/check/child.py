@@ -23,7 +23,6 @@ aborts the process at its second fatal error).
 """
 
 import json
-import os
 import sys
 import threading
 import time
@@ -78,11 +77,10 @@ def threads(sess, feeds, labels, schedule, seconds, limit, groups, enough):
     few calls of thousands).  Then, while fewer than ``enough`` calls of some
     group of feeds (a sample's copies) overlapped another thread's call for
     half their time (on a busy machine the threads take turns, and a race
-    hides), another ``seconds`` with one thread more
-    (up to twice as many, the extra ones on the first ones' feeds), until
-    ``limit`` seconds.  Returns the mismatches with the serial results, as
-    text, and per group [calls, calls overlapped].  A feed the serial run
-    refuses is left out."""
+    hides), another ``seconds`` with one thread more (up to twice as many,
+    the extra ones on the first ones' feeds), until ``limit`` seconds.
+    Returns the mismatches with the serial results, as text, and per group
+    [calls, calls overlapped].  A feed the serial run refuses is left out."""
     expected = {}
     for i, feed in enumerate(feeds):
         try:

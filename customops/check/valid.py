@@ -24,8 +24,9 @@ from .target import bare, input_dim_names
 THREADS_SECONDS = 1.0
 # ... and on, a thread more each THREADS_SECONDS, until this many calls of
 # each sample overlapped another thread's call for half their time, or for
-# THREADS_LIMIT seconds (at most half the time limit of a case).  On a busy machine the threads take turns and a race hides:
-# fewer is no pass (rates quiet and busy in docs/check.md).
+# THREADS_LIMIT seconds (at most half the time limit of a case).  On a busy
+# machine the threads take turns and a race hides: fewer is no pass (rates
+# quiet and busy in docs/check.md).
 THREADS_TOGETHER = 1000
 THREADS_LIMIT = 20.0
 
