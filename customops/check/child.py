@@ -93,7 +93,8 @@ def threads(sess, feeds, labels, schedule, seconds, limit, groups, enough):
     began, count = time.monotonic(), len(schedule)
     while rounds:
         spans = phase(sess, feeds, labels, expected, [schedule[t % len(schedule)] for t in
-                                                       range(count)], rounds, seconds, found)
+                                                       range(count)], rounds, seconds, found,
+                      began + limit)
         for feed, ran_together in together(spans):
             counts[groups[feed]][0] += 1
             counts[groups[feed]][1] += int(ran_together)
@@ -108,9 +109,10 @@ def threads(sess, feeds, labels, schedule, seconds, limit, groups, enough):
 BURST = 0.005  # seconds a round lasts: threads that call freely overlap, in lockstep they stagger
 
 
-def phase(sess, feeds, labels, expected, schedule, rounds, seconds, found):
-    """Rounds for ``seconds`` (a whole number of times round the schedule);
-    per thread, its calls: (start, end, feed)."""
+def phase(sess, feeds, labels, expected, schedule, rounds, seconds, found, deadline):
+    """Rounds for ``seconds`` (a whole number of times round the schedule),
+    stopped at ``deadline`` whatever (on a loaded machine a round of many
+    threads can take long); per thread, its calls: (start, end, feed)."""
     state = {"round": 0, "until": None, "stop": False, "burst": None}
     spans = [[] for _ in schedule]
 
@@ -121,7 +123,8 @@ def phase(sess, feeds, labels, expected, schedule, rounds, seconds, found):
         state["round"] += 1
         state["burst"] = now + BURST
         done = state["round"] - 1
-        state["stop"] = done >= rounds and done % rounds == 0 and now >= state["until"]
+        state["stop"] = done >= rounds and done % rounds == 0 and now >= state["until"] \
+            or now >= deadline
 
     start = threading.Barrier(len(schedule), action=next_round)
 
