@@ -13,7 +13,7 @@ A job: {"libraries": [paths], "progress": path, "results": path, "cases": [
   {"id", "kind": "run" | "fresh" | "threads", "model": path, "feeds": [npz paths],
    "out": npz path or null, "labels": [text per feed], "schedule": [[feed index per call]
    per thread], "seconds": float, "limit": float, "groups": [group name per feed],
-   "enough": int}], "timeout": seconds a case may take}
+   "enough": int, "enough_seconds": float}], "timeout": seconds a case may take}
 "run" uses the session of its model made by an earlier case, if any (so a
 second "run" is the same session twice); "fresh" always makes a new one.  A
 case marked "twice" that the library refuses runs once more in the same
@@ -70,17 +70,18 @@ def summary(names, outputs):
             for name, a in zip(names, outputs)]
 
 
-def threads(sess, feeds, labels, schedule, seconds, limit, groups, enough):
+def threads(sess, feeds, labels, schedule, seconds, limit, groups, enough, enough_seconds):
     """Round c: thread t runs feeds[schedule[t][c]] again and again for
     BURST seconds, all threads starting together; rounds go round the
     schedule until ``seconds`` have passed (a race on a small input shows in
     few calls of thousands).  Then, while fewer than ``enough`` calls of some
-    group of feeds (a sample's copies) overlapped another thread's call for
-    half their time (on a busy machine the threads take turns, and a race
+    group of feeds (a sample's copies), lasting less than ``enough_seconds``
+    in all, overlapped another thread's call for half their time (on a busy
+    machine the threads take turns, and a race
     hides), another ``seconds`` with one thread more (up to twice as many,
     the extra ones on the first ones' feeds), until ``limit`` seconds.
     Returns the mismatches with the serial results, as text, and per group
-    [calls, calls overlapped].  A feed the serial run refuses is left out."""
+    [calls, calls overlapped, their seconds].  A feed the serial run refuses is left out."""
     expected = {}
     for i, feed in enumerate(feeds):
         try:
@@ -89,21 +90,24 @@ def threads(sess, feeds, labels, schedule, seconds, limit, groups, enough):
             pass
     schedule = [[i for i in calls if i in expected] for calls in schedule]
     rounds = min(len(calls) for calls in schedule)
-    found, counts = [], {group: [0, 0] for group in groups}
+    found, counts = [], {group: [0, 0, 0.0] for group in groups}
     began, count = time.monotonic(), len(schedule)
     while rounds:
         spans = phase(sess, feeds, labels, expected, [schedule[t % len(schedule)] for t in
                                                        range(count)], rounds, seconds, found,
                       began + limit)
-        for feed, ran_together in together(spans):
+        for feed, ran_together, took in together(spans):
             counts[groups[feed]][0] += 1
             counts[groups[feed]][1] += int(ran_together)
+            counts[groups[feed]][2] += took * ran_together
         if found or time.monotonic() - began + seconds > limit or \
-                min(lapped for calls, lapped in counts.values() if calls) >= enough:
+                all(lapped >= enough or took >= enough_seconds
+                    for calls, lapped, took in counts.values() if calls):
             break
         count = min(count + 1, 2 * len(schedule))
     return found, {"threads": count, "seconds": round(time.monotonic() - began, 2),
-                   "samples": counts}
+                   "samples": {g: [calls, lapped, round(took, 3)]
+                               for g, (calls, lapped, took) in counts.items()}}
 
 
 BURST = 0.005  # seconds a round lasts: threads that call freely overlap, in lockstep they stagger
@@ -164,7 +168,7 @@ def phase(sess, feeds, labels, expected, schedule, rounds, seconds, found, deadl
 
 def together(spans):
     """(feed, whether the call overlapped a call of another thread for at
-    least half its time) per call.  A thread's calls follow one another, so
+    least half its time, its duration) per call.  A thread's calls follow one another, so
     the calls of another thread that overlap one most are the two around its
     start."""
     calls = [np.array(s, dtype=float).reshape(-1, 3) for s in spans]
@@ -178,7 +182,7 @@ def together(spans):
             for j in (np.clip(at, 0, len(theirs) - 1), np.clip(at + 1, 0, len(theirs) - 1)):
                 shared = np.minimum(end, theirs[j, 1]) - np.maximum(begin, theirs[j, 0])
                 best = np.maximum(best, shared)
-        yield from zip(mine[:, 2].astype(int), best >= (end - begin) / 2)
+        yield from zip(mine[:, 2].astype(int), best >= (end - begin) / 2, end - begin)
 
 
 def run_case(job, case, mark):
@@ -194,7 +198,7 @@ def run_case(job, case, mark):
         if case["kind"] == "threads":
             mismatches, overlap = threads(sess, feeds, case["labels"], case["schedule"],
                                           case["seconds"], min(case["limit"], job["timeout"] / 2),
-                                          case["groups"], case["enough"])
+                                          case["groups"], case["enough"], case["enough_seconds"])
             return {**record, "status": "ran", "mismatches": mismatches, "overlap": overlap}
         outputs = sess.run(None, feeds[0])
     except Exception as error:  # noqa: BLE001
