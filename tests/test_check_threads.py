@@ -43,14 +43,14 @@ def test_together_counts_calls_that_overlapped_for_half_their_time():
     one after the other (threads taking turns) do not, nor does a brief
     overlap, nor a thread's own calls."""
     ran = list(child.together([spans((0, 10), (20, 30)), spans((1, 11), (30, 40))]))
-    assert [t for _, t in ran] == [True, False, True, False]
+    assert [t for _, t, _ in ran] == [True, False, True, False]
     brief = list(child.together([spans((0, 10)), spans((6, 16))]))
-    assert [t for _, t in brief] == [False, False]
+    assert [t for _, t, _ in brief] == [False, False]
     # a third thread's call that overlaps counts even when the second's does not
     ran = list(child.together([spans((0, 10)), spans((10, 20)), spans((2, 12))]))
-    assert [t for _, t in ran] == [True, False, True]
+    assert [t for _, t, _ in ran] == [True, False, True]
     alone = list(child.together([spans((0, 10), (10, 20))]))
-    assert [t for _, t in alone] == [False, False]
+    assert [t for _, t, _ in alone] == [False, False]
 
 
 def session(library, model):
