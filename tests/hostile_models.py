@@ -312,6 +312,10 @@ def _opset(domain_index, version):
     return lambda model: setattr(model.opset_import[domain_index], "version", version)
 
 
+def _import(domain, version):
+    return lambda model: model.opset_import.append(helper.make_opsetid(domain, version))
+
+
 def _external(location, offset=0, length=None, data=True):
     def build():
         model, inputs, weights = external_data_model(location, offset, length)
@@ -362,6 +366,15 @@ EDGES = {
     "ir-negative": _edited(lambda m: setattr(m, "ir_version", -1)),
     "ir-1": _edited(lambda m: setattr(m, "ir_version", 1)),
     "ir-int64-max": _edited(lambda m: setattr(m, "ir_version", INT64_MAX)),
+    # the edges of the doctor's range checks, where onnxruntime loads some models
+    # (IR 0, an opset of 0 no node uses: onnxruntime 1.32.0); doctor-agrees checks them
+    "ir-onnx": _edited(lambda m: setattr(m, "ir_version", onnx.IR_VERSION)),
+    "ir-above-onnx": _edited(lambda m: setattr(m, "ir_version", onnx.IR_VERSION + 1)),
+    "opset-2^40": _edited(_opset(0, 2**40)),
+    "custom-opset-2": _edited(_opset(-1, 2)),
+    "custom-opset-negative": _edited(_opset(-1, -1)),
+    **{f"{domain}-opset-{version}": _edited(_import(domain, version))
+       for domain in ("ai.onnx.ml", "unused.domain") for version in (-1, 0, 1, 6, 2**31)},
     "no-nodes": _edited(lambda m: m.graph.ClearField("node")),
     "empty-op-type": _edited(lambda m: setattr(m.graph.node[0], "op_type", "")),
     "external-outside-folder": _external("../outside.bin"),

@@ -105,6 +105,35 @@ def check_report(answer: Answer) -> str | None:
     return "stdout is not one line per check"
 
 
+# The doctor's verdict is onnxruntime's: an error only where a plain session
+# with the library refuses the model (issue 49: IR version 0 was an error).
+# Except a string that is not UTF-8 (kind not-utf8), an error of the doctor's
+# own: onnxruntime 1.32.0 loads such a model, Python's protobuf cannot store it.
+DOCTOR_AGREES = """
+import sys
+
+import onnxruntime
+
+from customops import doctor
+
+path, library = sys.argv[1:]
+try:
+    errors = [f for f in doctor.diagnose(path, [library]).errors if f.kind != "not-utf8"]
+except doctor.ModelReadError:  # cannot read it: the doctor tool checks that answer
+    sys.exit(0)
+options = onnxruntime.SessionOptions()
+options.log_severity_level = 4
+options.register_custom_ops_library(library)
+try:
+    onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+except Exception:  # noqa: BLE001  refused: any verdict of the doctor agrees
+    sys.exit(0)
+if errors:
+    sys.exit(f"doctor-agrees: the doctor reports an error where onnxruntime loads the model: "
+             f"{errors[0].kind}: {errors[0].summary}")
+"""
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -116,11 +145,14 @@ class Tool:
 
 # doctor: 0 or 1 with its report on stdout (as JSON in every other case), 2 with
 # one line (cannot read the model); never 3 (its "internal error") or a traceback.
+# doctor-agrees: 0, never an error where onnxruntime loads the model.
 # run_model: 0 with its outputs, or 1 with one line.  Neither may die of a signal or hang.
 TOOLS = {tool.name: tool for tool in [
     Tool("doctor", lambda c: [sys.executable, "-m", "customops.doctor", c.model,
                               "--library", library_path(), *["--json"] * (c.number % 2)],
          cli("customops.doctor", {0: 0, 1: 0, 2: 1}, doctor_report)),
+    Tool("doctor-agrees", lambda c: [sys.executable, "-c", DOCTOR_AGREES, c.model, library_path()],
+         cli("doctor-agrees", {0: 0}, lambda answer: None), share=1 / 3),
     Tool("run_model", lambda c: [RUN_MODEL, "--library", library_path(), c.model,
                                  *(f"{k}={v}" for k, v in c.inputs.items()), "--out", c.out],
          cli("run_model", {0: 0, 1: 1}, run_model_report), needs=RUN_MODEL),

@@ -38,9 +38,9 @@ def test_threads_share_one_session(op, variant):
     (record,) = check.run(model, [library_path()], [feeds(s.inputs) for s in samples],
                           checks=["threads"], threads=THREADS, calls=RUNS)
     assert record["ok"], record["detail"]
-    assert record["detail"] == (f"{THREADS} threads sharing one session, each on its own copy of "
-                                f"the samples (values shuffled), {RUNS} runs each at least and rounds "
-                                "for 1 s, give the serial run's bits")
+    assert record["detail"].startswith(
+        f"{THREADS} threads sharing one session, each on its own copy of the samples (values "
+        "shuffled), give the serial run's bits; in "), record["detail"]
 
 
 def test_threads_share_one_single_threaded_session():

@@ -595,26 +595,92 @@ def test_deform_conv_on_onnxruntime_without_the_kernel(tmp_path):
     assert status == 0, report
 
 
-@pytest.mark.parametrize("where", ["model", "function"])
 @pytest.mark.parametrize("version", [2**62, 2**31, -1, 0])
-def test_opset_out_of_range_is_a_finding(where, version):
-    """An opset version onnx's schema lookups cannot take (a C int) is an
-    error finding, checked before any lookup: never an internal error."""
+def test_function_opset_out_of_range_is_no_internal_error(version):
+    """An opset version onnx's schema lookups cannot take (a C int), in a
+    model-local function's imports, is checked before any lookup."""
     model = selu_function(18, 18)
-    opset = (model.opset_import if where == "model" else model.functions[0].opset_import)[0]
-    opset.version = version
+    model.functions[0].opset_import[0].version = version
     diagnosis = doctor.diagnose(model, [library_path()])
-    assert diagnosis.exit_status == 1, diagnosis
-    if where == "model":
-        assert any(f.kind == "opset" and "which is no opset version" in f.summary
-                   for f in diagnosis.errors), diagnosis
+    assert diagnosis.exit_status == (1 if ort_message(model, [library_path()]) else 0), diagnosis
 
 
-@pytest.mark.parametrize("version", [0, -1])
-def test_ir_version_below_1_is_a_finding(version):
-    model = selu_function(18, 18)
-    model.ir_version = version
+def my_add(edit, standard_node=False) -> onnx.ModelProto:
+    """custom::my_add, with a Relu after it if ``standard_node``, edited."""
+    relu = [helper.make_node("Relu", ["c"], ["d"])] if standard_node else []
+    model = single_node_model("my_add", {"a": F32, "b": F32}, ["c"])
+    if relu:
+        model.graph.node.extend(relu)
+        model.graph.output[0].name = "d"
+    edit(model)
+    return model
+
+
+def _opset(domain, version):
+    def edit(model):
+        for opset in model.opset_import:
+            if opset.domain == domain:
+                opset.version = version
+                return
+        model.opset_import.append(helper.make_opsetid(domain, version))
+    return edit
+
+
+def _ir(version):
+    return lambda model: setattr(model, "ir_version", version)
+
+
+# Every range the doctor checks, at and beyond its edges (the IR versions and
+# opsets onnxruntime 1.32.0 reads: probed by the doctor, asserted below).
+RANGES = {
+    **{f"ir-{v}": _ir(v) for v in (-1, 0, 1, 3, 2**31, 2**62)},
+    "ir-max": lambda m: setattr(m, "ir_version", probe.Runtime().max_ir_version),
+    "ir-max+1": lambda m: setattr(m, "ir_version", probe.Runtime().max_ir_version + 1),
+    **{f"ai.onnx-{v}": _opset("", v) for v in (-1, 0, 1, 7, 2**31 - 1, 2**31, 2**40, 2**62)},
+    **{f"custom-{v}": _opset("custom", v) for v in (-1, 0, 2, 1000, 2**31, 2**40)},
+    **{f"ai.onnx.ml-{v}": _opset("ai.onnx.ml", v) for v in (-1, 0, 1, 5, 6, 2**31)},
+    **{f"unused-domain-{v}": _opset("unused.domain", v) for v in (-5, 0, 1, 2**31)},
+    "no-opsets": lambda m: m.ClearField("opset_import"),
+    "no-ai.onnx": lambda m: m.opset_import.remove(m.opset_import[0]),
+}
+
+
+@pytest.mark.parametrize("standard_node", [False, True], ids=["custom-only", "with-relu"])
+@pytest.mark.parametrize("case", RANGES)
+def test_the_doctors_verdict_is_onnxruntimes(case, standard_node):
+    """On every range the doctor checks, at and beyond its edges: the doctor
+    reports an error exactly when onnxruntime, with the library registered,
+    refuses the model.  IR version 0 or an opset of 0 that no node uses load
+    (onnxruntime 1.32.0): a warning, not an error."""
+    model = my_add(RANGES[case], standard_node)
+    refused = ort_message(model, [library_path()])
     diagnosis = doctor.diagnose(model, [library_path()])
-    assert diagnosis.exit_status == 1
-    assert any(f.kind == "ir-version" and "IR versions start at 1" in f.summary
+    assert diagnosis.exit_status == (1 if refused else 0), (refused, str(diagnosis))
+
+
+def test_ir_version_0_loads_and_is_a_warning():
+    """The false alarm of issue 49: IR 0 called an error while onnxruntime
+    loads and runs the model with the library registered."""
+    model = my_add(_ir(0))
+    assert ort_message(model, [library_path()]) == ""
+    assert onnxruntime.__version__ == "1.32.0"
+    with pytest.raises(onnx.checker.ValidationError):  # "other tools may not"
+        onnx.checker.check_model(model)
+    diagnosis = doctor.diagnose(model, [library_path()])
+    assert diagnosis.exit_status == 0, diagnosis
+    (finding,) = [f for f in diagnosis.findings if f.kind == "ir-version"]
+    assert finding.severity == "warning" and finding.summary == (
+        "IR version 0: IR versions start at 1; onnxruntime 1.32.0 loads the model all the same, "
+        "other tools may not"), finding
+    assert "the model loads" in str(diagnosis).splitlines()[-1]
+
+
+@pytest.mark.parametrize("version", [0, -1, 2**31])
+def test_opset_out_of_range_of_a_used_domain_is_an_error(version):
+    """ai.onnx at opset 0, -1 or 2**31 with a standard node: onnxruntime
+    refuses, and the doctor names the opset."""
+    model = my_add(_opset("", version), standard_node=True)
+    assert ort_message(model, [library_path()])
+    diagnosis = doctor.diagnose(model, [library_path()])
+    assert any(f.kind == "opset" and "which is no opset version" in f.summary
                for f in diagnosis.errors), diagnosis

@@ -12,7 +12,8 @@ a new child for the cases after it.
 A job: {"libraries": [paths], "progress": path, "results": path, "cases": [
   {"id", "kind": "run" | "fresh" | "threads", "model": path, "feeds": [npz paths],
    "out": npz path or null, "labels": [text per feed], "schedule": [[feed index per call]
-   per thread], "seconds": float}]}
+   per thread], "seconds": float, "limit": float, "groups": [group name per feed],
+   "enough": int, "enough_seconds": float}], "timeout": seconds a case may take}
 "run" uses the session of its model made by an earlier case, if any (so a
 second "run" is the same session twice); "fresh" always makes a new one.  A
 case marked "twice" that the library refuses runs once more in the same
@@ -69,12 +70,18 @@ def summary(names, outputs):
             for name, a in zip(names, outputs)]
 
 
-def threads(sess, feeds, labels, schedule, seconds):
-    """Thread t runs feeds[schedule[t][c]] at its call c, every thread's call c
-    starting together, going round its schedule again until ``seconds`` have
-    passed (a race on a small input shows in few rounds of thousands);
-    returns the mismatches with the serial results, as text.  A feed the
-    serial run refuses is left out."""
+def threads(sess, feeds, labels, schedule, seconds, limit, groups, enough, enough_seconds):
+    """Round c: thread t runs feeds[schedule[t][c]] again and again for
+    BURST seconds, all threads starting together; rounds go round the
+    schedule until ``seconds`` have passed (a race on a small input shows in
+    few calls of thousands).  Then, while fewer than ``enough`` calls of some
+    group of feeds (a sample's copies), lasting less than ``enough_seconds``
+    in all, overlapped another thread's call for half their time (on a busy
+    machine the threads take turns, and a race
+    hides), another ``seconds`` with one thread more (up to twice as many,
+    the extra ones on the first ones' feeds), until ``limit`` seconds.
+    Returns the mismatches with the serial results, as text, and per group
+    [calls, calls overlapped, their seconds].  A feed the serial run refuses is left out."""
     expected = {}
     for i, feed in enumerate(feeds):
         try:
@@ -83,15 +90,45 @@ def threads(sess, feeds, labels, schedule, seconds):
             pass
     schedule = [[i for i in calls if i in expected] for calls in schedule]
     rounds = min(len(calls) for calls in schedule)
-    found, state = [], {"round": 0, "until": None, "stop": rounds == 0}
+    found, counts = [], {group: [0, 0, 0.0] for group in groups}
+    began, count = time.monotonic(), len(schedule)
+    while rounds:
+        spans = phase(sess, feeds, labels, expected, [schedule[t % len(schedule)] for t in
+                                                       range(count)], rounds, seconds, found,
+                      began + limit)
+        for feed, ran_together, took in together(spans):
+            counts[groups[feed]][0] += 1
+            counts[groups[feed]][1] += int(ran_together)
+            counts[groups[feed]][2] += took * ran_together
+        if found or time.monotonic() - began + seconds > limit or \
+                all(lapped >= enough or took >= enough_seconds
+                    for calls, lapped, took in counts.values() if calls):
+            break
+        count = min(count + 1, 2 * len(schedule))
+    return found, {"threads": count, "seconds": round(time.monotonic() - began, 2),
+                   "samples": {g: [calls, lapped, round(took, 3)]
+                               for g, (calls, lapped, took) in counts.items()}}
+
+
+BURST = 0.005  # seconds a round lasts: threads that call freely overlap, in lockstep they stagger
+
+
+def phase(sess, feeds, labels, expected, schedule, rounds, seconds, found, deadline):
+    """Rounds for ``seconds`` (a whole number of times round the schedule),
+    stopped at ``deadline`` whatever (on a loaded machine a round of many
+    threads can take long); per thread, its calls: (start, end, feed)."""
+    state = {"round": 0, "until": None, "stop": False, "burst": None}
+    spans = [[] for _ in schedule]
 
     def next_round():  # one thread runs it while all wait: they all stop together
+        now = time.monotonic()
         if state["until"] is None:
-            state["until"] = time.monotonic() + seconds
+            state["until"] = now + seconds
         state["round"] += 1
+        state["burst"] = now + BURST
         done = state["round"] - 1
-        state["stop"] = state["stop"] or (done >= rounds and done % rounds == 0
-                                          and time.monotonic() >= state["until"])
+        state["stop"] = done >= rounds and done % rounds == 0 and now >= state["until"] \
+            or now >= deadline
 
     start = threading.Barrier(len(schedule), action=next_round)
 
@@ -105,22 +142,47 @@ def threads(sess, feeds, labels, schedule, seconds):
                 return
             call = state["round"] - 1
             i = schedule[t][call % rounds]
-            try:
-                got = sess.run(None, feeds[i])
-            except Exception as error:  # noqa: BLE001  reported to the parent
-                found.append(f"{labels[i]} raised in thread {t}: {str(error).splitlines()[0]}")
-                start.abort()
-                return
-            for g, e, out in zip(got, expected[i], sess.get_outputs()):
-                if not same(g, e):
-                    found.append(f"{labels[i]}, output {out.name}, thread {t}, call {call}")
+            ended = 0.0
+            while ended < state["burst"]:
+                try:
+                    began = time.monotonic()
+                    got = sess.run(None, feeds[i])
+                    ended = time.monotonic()
+                except Exception as error:  # noqa: BLE001  reported to the parent
+                    found.append(f"{labels[i]} raised in thread {t}: "
+                                 f"{str(error).splitlines()[0]}")
+                    start.abort()
+                    return
+                spans[t].append((began, ended, i))
+                for g, e, out in zip(got, expected[i], sess.get_outputs()):
+                    if not same(g, e):
+                        found.append(f"{labels[i]}, output {out.name}, thread {t}, call {call}")
 
     workers = [threading.Thread(target=worker, args=(t,)) for t in range(len(schedule))]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    return found
+    return spans
+
+
+def together(spans):
+    """(feed, whether the call overlapped a call of another thread for at
+    least half its time, its duration) per call.  A thread's calls follow one another, so
+    the calls of another thread that overlap one most are the two around its
+    start."""
+    calls = [np.array(s, dtype=float).reshape(-1, 3) for s in spans]
+    for a, mine in enumerate(calls):
+        begin, end = mine[:, 0], mine[:, 1]
+        best = np.zeros(len(mine))
+        for b, theirs in enumerate(calls):
+            if b == a or not len(theirs):
+                continue
+            at = np.searchsorted(theirs[:, 0], begin) - 1
+            for j in (np.clip(at, 0, len(theirs) - 1), np.clip(at + 1, 0, len(theirs) - 1)):
+                shared = np.minimum(end, theirs[j, 1]) - np.maximum(begin, theirs[j, 0])
+                best = np.maximum(best, shared)
+        yield from zip(mine[:, 2].astype(int), best >= (end - begin) / 2, end - begin)
 
 
 def run_case(job, case, mark):
@@ -134,9 +196,10 @@ def run_case(job, case, mark):
     feeds = [dict(np.load(path)) for path in case["feeds"]]
     try:
         if case["kind"] == "threads":
-            return {**record, "status": "ran",
-                    "mismatches": threads(sess, feeds, case["labels"], case["schedule"],
-                                          case["seconds"])}
+            mismatches, overlap = threads(sess, feeds, case["labels"], case["schedule"],
+                                          case["seconds"], min(case["limit"], job["timeout"] / 2),
+                                          case["groups"], case["enough"], case["enough_seconds"])
+            return {**record, "status": "ran", "mismatches": mismatches, "overlap": overlap}
         outputs = sess.run(None, feeds[0])
     except Exception as error:  # noqa: BLE001
         if case.get("twice"):  # an error path that leaves bad state shows on the next call

@@ -30,7 +30,7 @@ def run_cases(cases: list, libraries: list, workdir: Path, timeout: float,
         job = workdir / f"job{attempt}.json"
         paths = {k: str(workdir / f"job{attempt}.{k}") for k in ("progress", "results")}
         job.write_text(json.dumps({"libraries": [str(p) for p in libraries],
-                                   "cases": remaining, **paths}))
+                                   "cases": remaining, "timeout": timeout, **paths}))
         stopped, stderr = _watch([str(python), str(CHILD), str(job)], paths["progress"],
                                  timeout, workdir / f"job{attempt}.stderr")
         for line in Path(paths["results"]).read_text().splitlines() if \

@@ -20,8 +20,17 @@ from .target import bare, input_dim_names
 
 
 # Rounds go on for this long at least: a race on small inputs shows in few
-# rounds of thousands (scale_add's member scratch on 5 rows: measured in docs/check.md).
+# calls of thousands (scale_add's member scratch on 5 rows: measured in docs/check.md).
 THREADS_SECONDS = 1.0
+# ... and on, a thread more each THREADS_SECONDS, until this many calls of
+# each sample (or calls lasting THREADS_TOGETHER_SECONDS in all: a large
+# sample's calls are few) overlapped another thread's call for half their
+# time, or for THREADS_LIMIT seconds (at most half the time limit of a case).  On a busy
+# machine the threads take turns and a race hides: fewer is no pass (rates
+# quiet and busy in docs/check.md).
+THREADS_TOGETHER = 1000
+THREADS_TOGETHER_SECONDS = 1.0
+THREADS_LIMIT = 20.0
 
 
 def cases(target, threads: int, calls: int) -> list:
@@ -46,15 +55,17 @@ def threads_case(target, cid, model, samples, threads, calls):
     thread its own values, all of one shape at a time, so that a kernel whose
     calls share memory writes different values into it at once (with one
     input for all, a race writes the same values and never shows)."""
-    feeds, labels = [], []
+    feeds, labels, groups = [], [], []
     for i, sample in samples:
         for t in range(threads):
             feeds.append(sample.arrays if t == 0 else perturbed(sample.arrays, t))
             labels.append(f"sample {sample.name}" + (f" (copy {t})" if t else ""))
+            groups.append(sample.name)
     schedule = [[(c % len(samples)) * threads + t for c in range(calls)] for t in range(threads)]
     return {"id": cid, "kind": "threads", "model": model, "labels": labels,
             "feeds": [target.write_feeds(f) for f in feeds], "schedule": schedule,
-            "seconds": THREADS_SECONDS}
+            "seconds": THREADS_SECONDS, "limit": THREADS_LIMIT, "groups": groups,
+            "enough": THREADS_TOGETHER, "enough_seconds": THREADS_TOGETHER_SECONDS}
 
 
 def perturbed(arrays: dict, seed: int) -> dict:
@@ -201,6 +212,7 @@ def disagreement(name, model, ort_type, shape, array) -> str | None:
 
 
 def check_threads(target, results, threads: int, calls: int):
+    together = []  # (overlap figures, sample, calls, calls overlapped, their seconds)
     for j in range(len([k for k in results if k.startswith("threads:")])):
         done = results[f"threads:{j}"]
         if done["status"] != "ran":
@@ -211,9 +223,22 @@ def check_threads(target, results, threads: int, calls: int):
             return record("threads", False, f"{threads} threads on one session: "
                           f"{len(done['mismatches'])} calls differ from the serial run, on "
                           f"{'; '.join(inputs)} (first: {done['mismatches'][0]})")
+        together += [(done["overlap"], name, n, at_once, took)
+                     for name, (n, at_once, took) in done["overlap"]["samples"].items() if n]
+    if not together:  # the session refused every sample (the other checks say so)
+        return record("threads", None, "not run: the session refuses every sample")
+    short = [o for o in together if o[3] < THREADS_TOGETHER and o[4] < THREADS_TOGETHER_SECONDS]
+    overlap, name, n, at_once, took = min(short or together, key=lambda o: o[3])
+    how = (f"in {overlap['seconds']:g} s with up to {overlap['threads']} threads, {at_once} of "
+           f"{n} calls on sample {name} (the fewest), {took:g} s of calls, overlapped another "
+           "thread's call for half their time")
+    if short:
+        return record("threads", False, f"not established: {how} ({THREADS_TOGETHER} needed, "
+                      f"or {THREADS_TOGETHER_SECONDS:g} s of calls): "
+                      "the threads mostly took turns (a busy machine?), and a race shows only "
+                      "while calls overlap; run the check again on a quieter machine")
     return record("threads", True, f"{threads} threads sharing one session, each on its own "
-                  f"copy of the samples (values shuffled), {calls} runs each at least and rounds "
-                  f"for {THREADS_SECONDS:g} s, give the serial run's bits")
+                  f"copy of the samples (values shuffled), give the serial run's bits; {how}")
 
 
 def check_determinism(target, results):

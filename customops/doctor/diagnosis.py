@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -89,25 +90,28 @@ def diagnose(model, libraries=()) -> Diagnosis:
     proto, text_findings = checked_text(proto)  # every check below reads only text
     rt = probe.Runtime()
     libraries, findings = check_libraries(libraries, rt)
-    findings += text_findings + model_checks(proto, rt)
-    nodes = NodeChecks(proto, rt, libraries)
-    refused = {f.op for f in findings if f.kind == "opset"}  # every node probe would fail too
-    if not refused & {domain_name(d) for d in probe.STANDARD_DOMAINS}:
-        findings += nodes.run()
     # The whole graph, as the deployment will load it: from the file (ORT reads any
-    # external data itself), or a copy at an IR version this runtime reads.  ORT's
-    # Python binding takes only paths that are valid UTF-8 (onnxruntime 1.31.1
-    # raises a TypeError for others); such a model is loaded from the bytes read
-    # above, its external data included.  So is a model with strings that are not
-    # UTF-8, as escaped above: ORT quotes them in its messages, which its binding
-    # cannot decode (onnxruntime 1.32.0 then prints "EP Error" lines to stdout).
-    whole = model if isinstance(model, (str, os.PathLike)) and probe.takes_path(model) \
+    # external data itself).  ORT's Python binding takes only paths that are valid
+    # UTF-8 (onnxruntime 1.31.1 raises a TypeError for others); such a model is
+    # loaded from the bytes read above, its external data included.  So is a model
+    # with strings that are not UTF-8, as escaped above: ORT quotes them in its
+    # messages, which its binding cannot decode (onnxruntime 1.32.0 then prints
+    # "EP Error" lines to stdout).  The range checks ask it whether it loads.
+    source = model if isinstance(model, (str, os.PathLike)) and probe.takes_path(model) \
         and not text_findings else proto
-    if proto.ir_version > rt.max_ir_version:
+    as_is = functools.cache(lambda: rt.load(source, libraries, optimize=True))
+    findings += text_findings + model_checks(proto, rt, as_is)
+    nodes = NodeChecks(proto, rt, libraries)
+    refused = {f.op for f in findings if f.kind == "opset" and f.severity == "error"}
+    if not refused & {domain_name(d) for d in probe.STANDARD_DOMAINS}:
+        findings += nodes.run()  # (every node probe would fail too)
+    if proto.ir_version > rt.max_ir_version:  # the rest, at an IR version this runtime reads
         whole = onnx.ModelProto()
         whole.CopyFrom(proto)
         whole.ir_version = rt.max_ir_version
-    whole = rt.load(whole, libraries, optimize=True)
+        whole = rt.load(whole, libraries, optimize=True)
+    else:
+        whole = as_is()
     findings += function_findings(proto, nodes.probes, whole)
     findings += output_type_findings(proto, nodes.inferred)
     if not whole.ok and not any(f.severity == "error" for f in findings):

@@ -27,46 +27,54 @@ def _ir_needed(opsets: dict) -> tuple[int, str]:
     return max(needs)
 
 
-def model_checks(model, rt: probe.Runtime) -> list[Finding]:
+def model_checks(model, rt: probe.Runtime, loads) -> list[Finding]:
+    """The IR version and the opsets against the ranges the ONNX standard and
+    this onnxruntime give.  ``loads()``: the outcome of loading the model as it
+    is, with the libraries.  A number outside a range is an error only where
+    onnxruntime refuses the model: it loads some (IR version 0, opset 0 of a
+    domain no node uses: onnxruntime 1.32.0), and then it is a warning."""
+    def ranged(kind, summary, fix="", ort=None, **more):
+        if loads().ok:
+            return Finding("warning", kind, f"{summary}; onnxruntime {rt.version} loads the "
+                           "model all the same, other tools may not", fix, **more)
+        return Finding("error", kind, summary, fix, ort=ort or loads().message, **more)
+
     findings = []
     max_ir = rt.max_ir_version
     opsets = {o.domain: o.version for o in model.opset_import}
     if model.ir_version < VERSION_RANGE.start:
-        findings.append(Finding(
-            "error", "ir-version", f"IR version {model.ir_version}: IR versions start at 1",
-            f"model.ir_version = {max_ir}  (the newest this onnxruntime {rt.version} reads)",
-            ort=rt.load(model).message))
+        findings.append(ranged(
+            "ir-version", f"IR version {model.ir_version}: IR versions start at 1",
+            f"model.ir_version = {max_ir}  (the newest this onnxruntime {rt.version} reads)"))
     if model.ir_version > max_ir:
         needed, opset = _ir_needed(opsets)
         why = f"{opset} needs IR >= {needed}, onnx.helper.VERSION_TABLE"
         fix = (f"model.ir_version = {max_ir}  (the opsets allow it: {why})" if needed <= max_ir else
                f"none by editing ({why}): export at a lower opset or upgrade onnxruntime")
-        findings.append(Finding(
-            "error", "ir-version",
+        findings.append(ranged(
+            "ir-version",
             f"IR version {model.ir_version}: onnxruntime {rt.version} reads at most {max_ir} "
             "(found by loading empty models)", fix,
-            ort=rt.load(model).message,
             details=["onnx.helper.make_model writes onnx's newest IR version unless given "
                      "ir_version=...; exporters write a lower one"]))
     if not opsets:
-        findings.append(Finding(
-            "error", "opset", "the model imports no opset (a file cut short can look like this)",
+        findings.append(ranged(
+            "opset", "the model imports no opset (a file cut short can look like this)",
             "add one: model.opset_import.append(onnx.helper.make_opsetid('', N))",
-            op="ai.onnx", ort=rt.load(model).message))
+            op="ai.onnx"))
     for domain, version in opsets.items():
         if version not in VERSION_RANGE:  # checked first: onnx's schema lookups raise on it
-            findings.append(Finding(
-                "error", "opset", f"the model imports {domain_name(domain)} opset {version}, "
+            findings.append(ranged(
+                "opset", f"the model imports {domain_name(domain)} opset {version}, "
                 f"which is no opset version (they run from {VERSION_RANGE.start} up; onnx "
                 "reads them as a 32-bit int)", op=domain_name(domain),
-                fix="export with a real opset (torch.onnx.export(..., opset_version=18))",
-                ort=rt.opset_problem(domain, version) or ""))
+                fix="export with a real opset (torch.onnx.export(..., opset_version=18))"))
             continue
         problem = rt.opset_problem(domain, version)
         if problem:
             best = rt.max_opset(domain, version)
-            findings.append(Finding(
-                "error", "opset",
+            findings.append(ranged(
+                "opset",
                 f"the model imports {domain_name(domain)} opset {version}, which onnxruntime "
                 f"{rt.version} does not support", op=domain_name(domain), ort=problem,
                 fix=(f"export with opset {best} (the highest this runtime loads, probed), "
