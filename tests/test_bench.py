@@ -27,8 +27,8 @@ def quick_run(tmp_path_factory):
 def test_every_contender_agrees_with_its_reference(quick_run):
     data = json.loads((quick_run / "results.json").read_text())
     assert {g["name"] for g in data["groups"]} == {"knn", "deform_conv2d", "training",
-                                                   "ms_deform_attn", "my_add", "threads",
-                                                   "overhead"}
+                                                   "ms_deform_attn", "ms_deform_attn_training",
+                                                   "my_add", "threads", "overhead"}
     problems = [(g["name"], c["label"], name, o["problems"])
                 for g in data["groups"] for c in g["cases"]
                 for name, o in c["contenders"].items() if o.get("identical") is False]
