@@ -4,7 +4,12 @@ ratios to report and the targets to meet.  harness.run_case times them."""
 from __future__ import annotations
 
 import functools
+import io
+import sys
+import warnings
+from contextlib import redirect_stdout
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -15,6 +20,10 @@ from scipy.spatial import cKDTree
 import customops.ops  # noqa: F401  (registers torch.ops.customops.*)
 import models
 from harness import Case, Contender
+
+# Deformable DETR's grid_sample formula, the tests' reference, is the GridSample route here.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from helpers import ms_deform_attn_core_pytorch  # noqa: E402
 
 K = 16
 
@@ -433,11 +442,11 @@ def conv2d_step(inputs):
     return [t[k].grad for k in ("x", "weight", "bias")]
 
 
-def gradients_close(rtol):
+def gradients_close(rtol, names=_GRAD_NAMES):
     """Each gradient within rtol of the reference's largest value."""
 
     def check(out, reference):
-        for name, a, b in zip(_GRAD_NAMES, out, reference):
+        for name, a, b in zip(names, out, reference):
             scale = np.abs(b).max()
             if a.shape != b.shape or np.abs(a - b).max() > rtol * scale:
                 return f"grad of {name}: max |diff| {np.abs(a - b).max():.3g}, scale {scale:.3g}"
@@ -534,6 +543,161 @@ def training_group():
     )
 
 
+# --- ms_deform_attn: a Deformable DETR encoder layer -------------------------------
+
+
+# A 400x533 image's feature maps at strides 8, 16, 32, 64; every pixel a query.
+MSDA_SHAPES = ((50, 67), (25, 34), (13, 17), (7, 9))
+MSDA_HEADS, MSDA_CHANNELS, MSDA_POINTS = 8, 32, 4
+MSDA_LABEL = "encoder layer, 400x533 image"
+_MSDA_NAMES = ("value", "spatial_shapes", "level_start_index", "sampling_locations",
+               "attention_weights")
+_MSDA_GRAD_NAMES = ("value", "sampling_locations", "attention_weights")
+
+
+def msda_inputs():
+    """As Deformable DETR's encoder makes them: a reference point per query
+    and level, offsets of a few pixels per head and point, attention weights
+    a softmax over each head's L * P samples."""
+
+    def make():
+        rng = _rng(400, 533)
+        shapes = np.array(MSDA_SHAPES, np.int64)
+        areas = shapes[:, 0] * shapes[:, 1]
+        s = q = int(areas.sum())
+        m, d, levels, p = MSDA_HEADS, MSDA_CHANNELS, len(MSDA_SHAPES), MSDA_POINTS
+        reference = rng.random((1, q, 1, levels, 1, 2))
+        offsets = rng.normal(0.0, 2.0, (1, q, m, levels, p, 2)) / shapes[:, ::-1][:, None]
+        logits = rng.standard_normal((1, q, m, levels * p))
+        weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+        return {
+            "value": rng.standard_normal((1, s, m, d), dtype=np.float32),
+            "spatial_shapes": shapes,
+            "level_start_index": np.concatenate([[0], np.cumsum(areas)[:-1]]).astype(np.int64),
+            "sampling_locations": (reference + offsets).astype(np.float32),
+            "attention_weights": weights.reshape(1, q, m, levels, p).astype(np.float32),
+            "grad": rng.standard_normal((1, q, m * d), dtype=np.float32),
+        }
+
+    return _fixed(make)
+
+
+def msda_model(example):
+    return models.single_node("ms_deform_attn", {n: example[n] for n in _MSDA_NAMES},
+                              ["output"], im2col_step=64)
+
+
+class _Formula(torch.nn.Module):
+    def forward(self, value, sampling_locations, attention_weights):
+        return ms_deform_attn_core_pytorch(value, MSDA_SHAPES, sampling_locations,
+                                           attention_weights)
+
+
+def msda_grid_sample_model(example):
+    """The formula exported with dynamo=True: Split, Transpose, GridSample,
+    ReduceSum... nodes that need no library (what optimum exports)."""
+    args = tuple(torch.from_numpy(example[n])
+                 for n in ("value", "sampling_locations", "attention_weights"))
+    with warnings.catch_warnings(), redirect_stdout(io.StringIO()):  # the export's progress
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(_Formula(), args, dynamo=True, verbose=False,
+                                    input_names=["value", "sampling_locations",
+                                                 "attention_weights"])
+    return program.model_proto
+
+
+def _msda_tensors(inputs, grad=False):
+    t = {k: torch.from_numpy(inputs[k]) for k in _MSDA_NAMES}
+    if grad:
+        for k in _MSDA_GRAD_NAMES:
+            t[k] = t[k].clone().requires_grad_()
+    return t
+
+
+def torch_op_msda(inputs):
+    return customops.ops.ms_deform_attn(*_msda_tensors(inputs).values())
+
+
+def formula_msda(inputs):
+    t = _msda_tensors(inputs)
+    return ms_deform_attn_core_pytorch(t["value"], MSDA_SHAPES, t["sampling_locations"],
+                                       t["attention_weights"])
+
+
+def msda_case():
+    inputs = msda_inputs()
+    example = inputs(0)
+    as_numpy = lambda out: out.detach().numpy()  # noqa: E731
+    return Case(
+        "ms_deform_attn", MSDA_LABEL, inputs,
+        [
+            ort_contender("ours (ORT)", msda_model(example), 2),
+            ort_contender("GridSample route (ORT)", msda_grid_sample_model(example), 2,
+                          custom=False),
+            Contender("ours (torch op)", lambda: torch_op_msda, result=as_numpy),
+            Contender("grid_sample formula (torch)", lambda: formula_msda, result=as_numpy),
+        ],
+        reference="grid_sample formula (torch)", check=allclose(0, 1e-4),
+        params=msda_params(),
+    )
+
+
+def msda_params():
+    return {"N": 1, "levels": list(MSDA_SHAPES), "S = Q": sum(h * w for h, w in MSDA_SHAPES),
+            "M": MSDA_HEADS, "D": MSDA_CHANNELS, "P": MSDA_POINTS, "ORT threads": 2}
+
+
+def msda_step(ms_deform_attn):
+    """Forward + backward; the result is the three gradients."""
+
+    def call(inputs):
+        t = _msda_tensors(inputs, grad=True)
+        ms_deform_attn(t).backward(torch.from_numpy(inputs["grad"]))
+        return [t[k].grad for k in _MSDA_GRAD_NAMES]
+
+    return call
+
+
+def msda_training_case():
+    as_numpy = lambda grads: [g.numpy() for g in grads]  # noqa: E731
+    ours = lambda t: customops.ops.ms_deform_attn(*t.values())  # noqa: E731
+    formula = lambda t: ms_deform_attn_core_pytorch(  # noqa: E731
+        t["value"], MSDA_SHAPES, t["sampling_locations"], t["attention_weights"])
+    return Case(
+        "ms_deform_attn_training", MSDA_LABEL, msda_inputs(),
+        [Contender("ours (torch op)", lambda: msda_step(ours), result=as_numpy),
+         Contender("grid_sample formula (torch)", lambda: msda_step(formula), result=as_numpy)],
+        reference="grid_sample formula (torch)",
+        check=gradients_close(1e-3, _MSDA_GRAD_NAMES), params=msda_params(),
+    )
+
+
+MSDA_TITLE = ("Deformable DETR encoder layer (N=1, 4 levels 50x67 ... 7x9, Q = S = 4,484, "
+              "M=8, D=32, P=4), float32")
+
+
+def msda_group():
+    return Group(
+        "ms_deform_attn", f"ms_deform_attn, {MSDA_TITLE}",
+        "within 1e-4 of the grid_sample formula", [msda_case()],
+        [Ratio("ours (ORT)", "GridSample route (ORT)"),
+         Ratio("ours (torch op)", "grid_sample formula (torch)")],
+        notes=["The GridSample route is Deformable DETR's ms_deform_attn_core_pytorch "
+               "(one grid_sample per level) exported with dynamo=True: standard ONNX nodes "
+               "that need no library.  Both ORT sessions run with 2 intra-op threads."],
+    )
+
+
+def msda_training_group():
+    return Group(
+        "ms_deform_attn_training", f"ms_deform_attn training step (forward + backward), "
+        f"{MSDA_TITLE}", "gradients within 1e-3 of the formula's largest",
+        [msda_training_case()], [Ratio("ours (torch op)", "grid_sample formula (torch)")],
+        notes=["One forward and one backward through our op, or autograd through the "
+               "grid_sample formula, on the same inputs and output gradient."],
+    )
+
+
 # --- my_add --------------------------------------------------------------------
 
 
@@ -621,6 +785,8 @@ def threads_group():
                          knn_model, allclose(0, 0)),
             scaling_case(f"deform_conv2d {deform_label(128, True)}", deform_inputs(128, True),
                          deform_ours_model, allclose(1e-5, 1e-5)),
+            scaling_case(f"ms_deform_attn {MSDA_LABEL}", msda_inputs(), msda_model,
+                         allclose(0, 0)),
             scaling_case("my_add 2^24 elements, output preallocated", add_inputs(1 << 24),
                          my_add_model, allclose(0, 0), preallocate=True),
             scaling_case("my_add 2^24 elements, output allocated by run()", add_inputs(1 << 24),
@@ -667,13 +833,16 @@ def overhead_group(threads):
 # --- everything ----------------------------------------------------------------------
 
 
-GROUPS = ("knn", "deform_conv2d", "training", "my_add", "threads", "overhead")
+GROUPS = ("knn", "deform_conv2d", "training", "ms_deform_attn", "ms_deform_attn_training",
+          "my_add", "threads", "overhead")
 
 
 def groups(names, threads, cdist_limit):
     make = {"knn": lambda: knn_group(threads, cdist_limit),
             "deform_conv2d": lambda: deform_group(threads),
             "training": training_group,
+            "ms_deform_attn": msda_group,
+            "ms_deform_attn_training": msda_training_group,
             "my_add": lambda: my_add_group(threads),
             "threads": threads_group,
             "overhead": lambda: overhead_group(threads)}
@@ -700,6 +869,14 @@ def targets():
         *[Target(f"deform_conv2d training step <= 0.05x torchvision at N=1, C=O=64, "
                  f"{size}x{size}, mask", f"training/{training_label(size)}",
                  "ours / torchvision", 0.05) for size in TRAINING_SIZES],
+        Target("ms_deform_attn <= 0.2x the GridSample route in ORT at 2 threads, "
+               + MSDA_LABEL, f"ms_deform_attn/{MSDA_LABEL}",
+               "ours (ORT) / GridSample route (ORT)", 0.2),
+        Target(f"ms_deform_attn 2 threads <= 0.6x 1 thread in ORT, {MSDA_LABEL}",
+               f"threads/ms_deform_attn {MSDA_LABEL}", "2 threads / 1 thread", 0.6),
+        Target(f"ms_deform_attn training step <= 0.2x autograd through the grid_sample "
+               f"formula, {MSDA_LABEL}", f"ms_deform_attn_training/{MSDA_LABEL}",
+               "ours (torch op) / grid_sample formula (torch)", 0.2),
         *[Target(f"my_add <= {limit}x ORT Add at {label}", f"my_add/{label}",
                  "ours (ORT) / ORT Add", limit)
           for (_, label), limit in zip(MY_ADD_SIZES, (1.05, 1.15))],

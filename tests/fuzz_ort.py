@@ -683,8 +683,8 @@ def fuzz_ms_deform_attn(examples):
                 [np.nan, np.inf, -np.inf])
         elif change == "far":
             x["sampling_locations"] *= np.float32(rng.choice([1e6, -1e30, 3e38]))
-        if change == "dtype":
-            x["value"] = x["value"].astype(dtype)
+        if change == "dtype":  # value's dtype unlike the locations' (float32)
+            x["value"] = x["value"].astype(dtype if dtype != "float32" else "float64")
         else:
             for name in ("value", "sampling_locations", "attention_weights"):
                 x[name] = x[name].astype(dtype)

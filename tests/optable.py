@@ -684,12 +684,15 @@ def msda_border_inputs(rng, cfg, dtype=F32):
 
 def _msda_samples(rng):
     base = MSDA_CONFIGS[0]
-    samples = [Sample("basic", msda_inputs(rng, base), basic=True),
-               Sample("basic-borders", msda_border_inputs(rng, base)),
+    step = {"im2col_step": 64}  # the default, written (test_attribute_defaults leaves it out)
+    samples = [Sample("basic", msda_inputs(rng, base), step, basic=True),
+               Sample("basic-borders", msda_border_inputs(rng, base), step),
                Sample("basic-im2col_step-1", msda_inputs(rng, base), {"im2col_step": 1})]
-    samples += [Sample(f"basic-{dtype}", msda_inputs(rng, base, dtype)) for dtype in (F64, F16)]
-    samples += [Sample(msda_config_id(c), msda_inputs(rng, c)) for c in MSDA_CONFIGS[1:]]
-    samples += [Sample(f"strided-{names}", msda_inputs(rng, MSDA_CONFIGS[1]), noncontiguous=names)
+    samples += [Sample(f"basic-{dtype}", msda_inputs(rng, base, dtype), step)
+                for dtype in (F64, F16)]
+    samples += [Sample(msda_config_id(c), msda_inputs(rng, c), step) for c in MSDA_CONFIGS[1:]]
+    samples += [Sample(f"strided-{names}", msda_inputs(rng, MSDA_CONFIGS[1]), step,
+                       noncontiguous=names)
                 for names in (("value",), ("value", "sampling_locations", "attention_weights"))]
     return samples
 
@@ -697,7 +700,7 @@ def _msda_samples(rng):
 def _msda_large(rng, i):
     cfg = dict(n=1 + i % 2, m=4, d=16, shapes=[(12 + i, 16), (6, 8), (3, 4)], q=150 + 10 * i,
                p=4)
-    return [Sample(f"{i}", msda_inputs(rng, cfg))]
+    return [Sample(f"{i}", msda_inputs(rng, cfg), {"im2col_step": 64})]
 
 
 def _msda_reference(x, attrs):

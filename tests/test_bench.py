@@ -26,8 +26,9 @@ def quick_run(tmp_path_factory):
 
 def test_every_contender_agrees_with_its_reference(quick_run):
     data = json.loads((quick_run / "results.json").read_text())
-    assert {g["name"] for g in data["groups"]} == {"knn", "deform_conv2d", "training", "my_add",
-                                                   "threads", "overhead"}
+    assert {g["name"] for g in data["groups"]} == {"knn", "deform_conv2d", "training",
+                                                   "ms_deform_attn", "ms_deform_attn_training",
+                                                   "my_add", "threads", "overhead"}
     problems = [(g["name"], c["label"], name, o["problems"])
                 for g in data["groups"] for c in g["cases"]
                 for name, o in c["contenders"].items() if o.get("identical") is False]
@@ -39,13 +40,13 @@ def test_every_contender_agrees_with_its_reference(quick_run):
 
 def test_every_target_gets_a_verdict_with_its_spread(quick_run):
     data = json.loads((quick_run / "results.json").read_text())
-    assert len(data["targets"]) == 14
+    assert len(data["targets"]) == 17
     for row in data["targets"]:
         assert row["verdict"] in ("PASS", "FAIL"), row
         low, high = row["spread"]
         assert low <= row["value"] <= high, row
     text = (quick_run / "results.md").read_text()
-    assert text.count("(middle half of the rounds ") == 14
+    assert text.count("(middle half of the rounds ") == 17
     assert (quick_run / "ratios.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -35,6 +35,10 @@ CORRECTNESS = {
         "tests/test_deform_conv2d_grad.py::test_float64_gradients_equal_torchvision",
         "tests/test_deform_conv2d_grad.py::test_float32_gradients_equal_torchvision_in_float64",
         "tests/test_deform_conv2d_grad.py::test_float16_gradients_are_float32_rounded_once"],
+    "ms_deform_attn": ["tests/test_ms_deform_attn.py::test_matches_numpy_reference",
+                       "tests/test_ms_deform_attn.py::test_matches_grid_sample_formula",
+                       "tests/test_ms_deform_attn.py::test_borders_match_grid_sample_formula",
+                       "tests/test_ms_deform_attn.py::test_gradients_match_grid_sample_formula"],
 }
 
 # The child first checks that the cap took effect, then runs the tests.

@@ -53,8 +53,8 @@ MsDeformAttnParams ms_deform_attn_check(const Shape& value, const Shape& spatial
                                         const int64_t* level_start_index_data);
 
 // Writes output (N, Q, M * D).  Call ms_deform_attn_check first.  Throws
-// std::invalid_argument, before writing anything, when a sampling location
-// is NaN or infinite.
+// std::invalid_argument when a sampling location is NaN or infinite (the
+// output is then partly written; neither binding returns it).
 void ms_deform_attn(const float* value, const int64_t* spatial_shapes,
                     const int64_t* level_start_index, const float* sampling_locations,
                     const float* attention_weights, const MsDeformAttnParams& p, float* output,
@@ -70,7 +70,9 @@ void ms_deform_attn(const Half* value, const int64_t* spatial_shapes,
 
 // The gradients of the output with respect to value, sampling_locations and
 // attention_weights (each of its input's shape, overwritten), given
-// grad_output (N, Q, M * D), as mmcv computes them.  Deterministic: the same
+// grad_output (N, Q, M * D), as mmcv computes them.  Throws
+// std::invalid_argument, before writing anything, when a sampling location
+// is NaN or infinite.  Deterministic: the same
 // bits for any thread count (each (n, m) pair is one task that owns its
 // slices of every gradient).  Call ms_deform_attn_check first.
 void ms_deform_attn_backward(const float* grad_output, const float* value,
