@@ -110,7 +110,7 @@ def attribute_probes(target) -> list:
                 for value in other_values(attribute):
                     model = copy(base)
                     changed = custom_nodes(model)[n].attribute[a]
-                    changed.CopyFrom(helper.make_attribute(attribute.name, value))
+                    changed.CopyFrom(helper.make_attribute(attribute.name, value, attr_type=attribute.type))
                     label = (f"{node.op_type} " if len(nodes) > 1 else "") + \
                         f"{attribute.name}={shown(value)}"
                     found.append(Probe("attributes", label, model, sample.arrays,

@@ -17,5 +17,7 @@ def reference(x, weight=None, scale=1.0):
 
 
 def exported_model(**inputs):
-    """What the exported models compute: inputs by the models' input names."""
-    return reference(**inputs, **EXPORTED)
+    """What the exported models compute: inputs by the models' input names.  The
+    attributes are the exported values, unless the caller passes the node's own
+    (customops.check does, and varies them)."""
+    return reference(**{**EXPORTED, **inputs})
