@@ -30,7 +30,7 @@ int64_t farthest_point_sample_m(const T* pos, const int64_t* batch, double ratio
 
 template <typename T>
 void farthest_point_sample(const T* pos, const int64_t* batch, double ratio, bool random_start, int64_t n,
-    int64_t m, int64_t* idx) {
+    int64_t m, int64_t* idx, const ParallelFor&) {  // serial: each pick needs the previous one
   int64_t out = 0;
   std::vector<double> dist;
   for (auto [begin, end] : fps_groups(batch, n)) {
