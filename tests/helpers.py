@@ -153,3 +153,21 @@ def run_kernel_driver(source, tmp_path):
     subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-pthread", f"-I{kernels}",
                     str(source), "-o", str(program)], check=True)
     return subprocess.run([str(program)], capture_output=True, text=True, timeout=120)
+
+
+def ort_extensions():
+    """onnxruntime_extensions, imported (it imports torch when present: only in a test
+    process).  Its import sets PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python in os.environ
+    (its cvt module), and every process started later would inherit that (a notebook's
+    kernel then runs protobuf's pure-Python code): the variable is put back."""
+    import os
+
+    before = os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION")
+    import onnxruntime_extensions
+
+    if before is None:
+        os.environ.pop("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", None)
+    else:
+        os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = before
+    return onnxruntime_extensions
+

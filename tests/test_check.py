@@ -47,7 +47,7 @@ BUGS = {
     "BUG_API_VERSION": ("runtimes", "killed the process"),
     "BUG_EXPORTS": ("library", "symbols besides its entry point"),
 }
-HANG = 20  # seconds: --timeout, so that BUG_INF_LOOP's hang costs no more
+HANG = 10  # seconds: --timeout, so that BUG_INF_LOOP's hang costs no more
 
 
 def build(source, out, bug=""):
@@ -153,6 +153,16 @@ def test_cannot_run_is_one_line_and_exit_2(tmp_path, scale_add):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "cannot read the model" in done.stderr
+
+
+def test_skip_leaves_checks_out(libraries, scale_add):
+    run = [sys.executable, "-m", "customops.check", str(scale_add / "scale_add.onnx"), "--library",
+           str(libraries[""]), "--inputs", str(scale_add / "small.npz"), "--json"]
+    done = subprocess.run([*run, "--check", "reference", "--check", "declared", "--skip", "declared"],
+                          capture_output=True, text=True, timeout=900)
+    assert [c["name"] for c in json.loads(done.stdout)["checks"]] == ["reference"], done.stdout + done.stderr
+    done = subprocess.run([*run, "--check", "library", "--skip", "library"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr == "customops.check: --skip leaves no check to run\n"
 
 
 def test_runtime_option_names_the_releases_to_run(libraries, scale_add):

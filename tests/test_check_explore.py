@@ -123,6 +123,22 @@ def test_correct_library_passes_every_check(libraries, group_sum, tmp_path):
     assert not list(tmp_path.iterdir())  # nothing failed: nothing written
 
 
+@pytest.mark.parametrize("limit, factor", [(0.0, 1), (60.0, 512)])
+def test_a_sample_grows_on_only_while_its_runs_are_quick(limit, factor, libraries, group_sum,
+                                                          monkeypatch):
+    """With no time to spare every run is too slow to grow on: the samples stay as
+    given; with a minute, they grow to the largest factor (medium.npz has 27 rows)."""
+    from customops.check import explore
+
+    monkeypatch.setattr(explore, "GROW_SECONDS", limit)
+    namespace = {}
+    exec(REFERENCE, namespace)
+    samples = [dict(np.load(group_sum / f"{name}.npz")) for name in ("small", "medium")]
+    (found,) = check.run(group_sum / "group_sum.onnx", [libraries[""]], samples,
+                         namespace["group_sum"], checks=["larger"])
+    assert found["ok"] and f"grown up to {27 * factor} rows" in found["detail"], found
+
+
 def test_the_reference_gets_the_attributes_it_declares(libraries, group_sum, tmp_path):
     """The node's attributes go to the reference by name, only those it
     declares (all with **kwargs); one that declares none keeps working, and

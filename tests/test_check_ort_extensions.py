@@ -19,6 +19,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from customops import check
+from helpers import ort_extensions
 
 ROOT = Path(__file__).resolve().parent.parent
 PIN = re.search(r"^onnxruntime-extensions==(\S+)$", (ROOT / "requirements.txt").read_text(),
@@ -28,8 +29,7 @@ CONTRIB = "ai.onnx.contrib"
 
 @pytest.fixture(scope="module")
 def extensions():
-    import onnxruntime_extensions  # imports torch when present: only in this test process
-
+    onnxruntime_extensions = ort_extensions()
     assert onnxruntime_extensions.__version__ == PIN, "the venv does not hold the pinned release"
     return onnxruntime_extensions.get_library_path()
 

@@ -28,7 +28,7 @@ import customops
 from customops import doctor
 from customops.doctor import probe
 from customops.ort import library_path
-from helpers import single_node_model
+from helpers import ort_extensions, single_node_model
 from customops.envs import ort_python
 from test_deploy import BROKEN_ON_PURPOSE, export_cases
 
@@ -41,9 +41,7 @@ DEFORM = {"input": np.zeros((1, 2, 5, 5), np.float32), "weight": np.zeros((3, 2,
 
 
 def extensions_library() -> str:
-    import onnxruntime_extensions  # imports torch when present: only in this test process
-
-    return onnxruntime_extensions.get_library_path()
+    return ort_extensions().get_library_path()
 
 
 def ort_message(model: onnx.ModelProto, libraries=()) -> str:

@@ -23,7 +23,7 @@ from hostile_models import (DATA, EDGES, MUTATIONS, NOT_UTF8, NOT_UTF8_FIELDS, C
                             seeds)
 from model_fuzz import TOOLS, Answer, Tool, children_cpu, cli, run, run_tool
 
-CASES = int(os.environ.get("MODEL_FUZZ_CASES", "150"))
+CASES = int(os.environ.get("MODEL_FUZZ_CASES", "80"))
 
 
 @pytest.mark.parametrize("name", list(TOOLS))

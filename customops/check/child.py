@@ -200,7 +200,9 @@ def run_case(job, case, mark):
                                           case["seconds"], min(case["limit"], job["timeout"] / 2),
                                           case["groups"], case["enough"], case["enough_seconds"])
             return {**record, "status": "ran", "mismatches": mismatches, "overlap": overlap}
+        began = time.monotonic()
         outputs = sess.run(None, feeds[0])
+        record["seconds"] = time.monotonic() - began
     except Exception as error:  # noqa: BLE001
         if case.get("twice"):  # an error path that leaves bad state shows on the next call
             mark(case["id"] + AGAIN)

@@ -43,6 +43,10 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="append", choices=CHECKS, metavar="NAME",
                         help="run only this check (repeatable; default: all: "
                              f"{', '.join(CHECKS)})")
+    parser.add_argument("--skip", action="append", choices=CHECKS, metavar="NAME", default=[],
+                        help="leave this check out (repeatable), e.g. on another model of a library "
+                             "checked already: larger (it runs every float type of the op), "
+                             "runtimes, library")
     parser.add_argument("--runtime", action="append", metavar="PYTHON",
                         help="the python of another onnxruntime release's environment, for the "
                              "runtimes and library checks (repeatable; default: the onnxruntime venvs "
@@ -54,7 +58,8 @@ def main(argv=None) -> int:
              f"--timeout must be a positive number of seconds, got {args.timeout}"
              if not args.timeout > 0 else
              f"--budget must be a positive number of MiB, got {args.budget:g}"
-             if not args.budget > 0 else None)
+             if not args.budget > 0 else
+             "--skip leaves no check to run" if set(args.check or CHECKS) <= set(args.skip) else None)
     if wrong:
         print(f"customops.check: {wrong}", file=sys.stderr)
         return 2
@@ -67,7 +72,7 @@ def main(argv=None) -> int:
             return 2
     try:
         records = run(args.model, args.library, args.inputs, args.reference, rtol=args.rtol,
-                      atol=args.atol, threads=args.threads, checks=args.check or CHECKS,
+                      atol=args.atol, threads=args.threads, checks=[c for c in args.check or CHECKS if c not in args.skip],
                       runtimes_python=args.runtime, timeout=args.timeout,
                       budget=int(args.budget * 2**20), failures=args.failures)
     except CannotRun as error:

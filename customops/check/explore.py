@@ -13,6 +13,7 @@ shrunk and written as a case the user replays alone (shrink.py).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +28,11 @@ from .valid import compare, line
 
 FLOATS = [np.float16, np.float32, np.float64]
 GROWTH = (8, 64, 512)  # grown copies: this many times the sample's rows, within the budget
+# ... one factor after the other, and a sample grows on only while its slowest run at the
+# last factor (the op's, in its child, or the reference's) took less than this: the next
+# is 8 times the rows, and an op or a reference quadratic in them (farthest point
+# sampling) would take minutes.
+GROW_SECONDS = 0.5
 SEED = 49  # one resampling per sample and factor: a verdict does not depend on the run
 
 
@@ -43,6 +49,7 @@ class Probe:
     varied: str | None = None  # the attribute changed: judged only if the reference takes it
     wide_probe: "Probe | None" = None  # that run, on the same values
     outcome: dict = field(default_factory=dict)  # kind: ran, refused, failed; text
+    seconds: float = 0.0   # its slowest run: the op's, the wider type's or the reference's
 
     def rows(self) -> int:
         return min((self.arrays[n].shape[a] for n, a in self.places if n in self.arrays),
@@ -188,10 +195,6 @@ def grown(arrays: dict, places: list, factor: int, seed: int) -> dict:
     return changed
 
 
-def nbytes(arrays: dict) -> int:
-    return sum(a.nbytes for a in arrays.values())
-
-
 def retyped(model, arrays: dict):
     """The model with each float input declared as its array's type."""
     for name, array in arrays.items():
@@ -200,41 +203,54 @@ def retyped(model, arrays: dict):
     return model
 
 
-def larger_probes(target) -> list:
+def larger_probes(target, factor: int, samples: set) -> list:
+    """The probes of ``factor`` times the rows of each sample named in ``samples``
+    (factor 1: the samples as given, in the op's other float types)."""
     found = []
     for s, sample in enumerate(target.samples):
         places = rows_of(target, sample)
+        rows = min((sample.arrays[n].shape[a] for n, a in places if n in sample.arrays),
+                   default=0)
+        if sample.name not in samples or not rows and factor > 1:
+            continue
+        along = {name for name, _ in places}
+        if factor > 1 and 2 * sum(a.nbytes * (factor if k in along else 1)  # float64 copies too
+                                  for k, a in sample.arrays.items()) > target.budget:
+            continue  # over the budget: not even built
+        arrays = grown(sample.arrays, places, factor, SEED + s) if factor > 1 else sample.arrays
         model = target.sample_model(sample)
         attributes = target.attributes(model)
         floats = [k for k, a in sample.arrays.items() if a.dtype.kind == "f"]
-        rows = min((sample.arrays[n].shape[a] for n, a in places if n in sample.arrays),
-                   default=0)
-        for factor in (1, *GROWTH):
-            if not rows and factor > 1:
-                break
-            arrays = grown(sample.arrays, places, factor, SEED + s) if factor > 1 else \
-                sample.arrays
-            if nbytes(arrays) * 2 > target.budget and factor > 1:  # float64 copies too
-                break
-            label = f"grown to {rows * factor} rows" if factor > 1 else "as given"
-            if factor > 1:
-                found.append(Probe("larger", label, bare(model), arrays, attributes, places,
-                                   sample=sample.name))
-            if not floats:
-                continue
-            for narrow in FLOATS:  # the same values in each type: rounded to this one first
-                values = {k: a.astype(narrow) if k in floats else a for k, a in arrays.items()}
-                if not all(np.isfinite(values[k]).all() or not np.isfinite(arrays[k]).all()
-                           for k in floats):
-                    continue  # does not fit the type
-                for wide in [t for t in FLOATS if np.dtype(t).itemsize > np.dtype(narrow).itemsize]:
-                    cast = {k: a.astype(wide) if k in floats else a for k, a in values.items()}
-                    found.append(Probe(
-                        "larger", f"{label}, {np.dtype(narrow).name}", retyped(model, values),
-                        values, attributes, places, wide=np.dtype(wide), sample=sample.name,
-                        wide_probe=Probe("larger", f"{label}, {np.dtype(wide).name}",
-                                         retyped(model, cast), cast, attributes, places)))
+        label = f"grown to {rows * factor} rows" if factor > 1 else "as given"
+        if factor > 1:
+            found.append(Probe("larger", label, bare(model), arrays, attributes, places,
+                               sample=sample.name))
+        for narrow in FLOATS if floats else []:  # the same values in each type: rounded to it first
+            values = {k: a.astype(narrow) if k in floats else a for k, a in arrays.items()}
+            if not all(np.isfinite(values[k]).all() or not np.isfinite(arrays[k]).all()
+                       for k in floats):
+                continue  # does not fit the type
+            for wide in [t for t in FLOATS if np.dtype(t).itemsize > np.dtype(narrow).itemsize]:
+                cast = {k: a.astype(wide) if k in floats else a for k, a in values.items()}
+                found.append(Probe(
+                    "larger", f"{label}, {np.dtype(narrow).name}", retyped(model, values),
+                    values, attributes, places, wide=np.dtype(wide), sample=sample.name,
+                    wide_probe=Probe("larger", f"{label}, {np.dtype(wide).name}",
+                                     retyped(model, cast), cast, attributes, places)))
     return found
+
+
+def larger(target, timeout: float) -> list:
+    """The larger probes, run factor after factor while a sample's runs stay quick."""
+    done, growing = [], {sample.name for sample in target.samples}
+    for factor in (1, *GROWTH):
+        wave = larger_probes(target, factor, growing)
+        run_probes(target, wave, timeout)
+        done += wave
+        if any(p.outcome["kind"] == "failed" for p in wave):
+            break
+        growing -= {p.sample for p in wave if p.seconds >= GROW_SECONDS}
+    return done
 
 
 # --- running and judging --------------------------------------------------------------------
@@ -258,6 +274,7 @@ def run_probes(target, probes: list, timeout: float, kind: str = "run") -> None:
     by_id = {c["id"]: c for c in cases}
     for cid, one in runs:
         done = results[cid]
+        one.seconds = done.get("seconds", 0.0)
         one.outcome = {"kind": "failed", "text": stopped(done)} if stopped(done) else \
             {"kind": "refused", "text": refusal(done)} if done["status"] != "ran" else \
             {"kind": "ran", "out": by_id[cid]["out"]}
@@ -288,6 +305,7 @@ def judge(target, probe) -> None:
                              f"{wide.outcome['kind']}: {wide.outcome['text']}"}
             return
         expected = outputs_of(target, wide)
+        probe.seconds = max(probe.seconds, wide.seconds)
         got = [g.astype(e.dtype) if g.dtype.kind == "f" and e.dtype.kind == "f" else g
                for g, e in zip(got, expected)]
         rtol, atol = tolerance(narrow(probe), expected, probe.rows(), target.rtol, target.atol)
@@ -298,7 +316,9 @@ def judge(target, probe) -> None:
             probe.outcome = {"kind": "unjudged", "text": "no reference for it"}
             return
         try:
+            began = time.monotonic()
             expected = target.expected(probe.arrays, probe.attributes)
+            probe.seconds = max(probe.seconds, time.monotonic() - began)
         except Exception as error:  # noqa: BLE001  the reference does not take this variant
             probe.outcome = {"kind": "unjudged", "text": f"the reference raises "
                              f"({type(error).__name__})"}
@@ -329,7 +349,7 @@ def tolerance(dtype, expected, rows, rtol, atol):
 
 # --- the verdicts ---------------------------------------------------------------------------
 
-PROBES = {"attributes": attribute_probes, "indices": index_probes, "larger": larger_probes}
+PROBES = {"attributes": attribute_probes, "indices": index_probes}
 NOTHING = {"attributes": "the custom nodes have no attribute of a type it varies",
            "indices": "no input holds non-negative integer ids (1-D)",
            "larger": "no input has a named dimension to grow"}
@@ -338,10 +358,13 @@ NOTHING = {"attributes": "the custom nodes have no attribute of a type it varies
 def check(name, target, timeout, failures) -> dict:
     from .shrink import shrunk
 
-    probes = PROBES[name](target)
+    if name == "larger":
+        probes = larger(target, timeout)
+    else:
+        probes = PROBES[name](target)
+        run_probes(target, probes, timeout)
     if not probes:
         return record(name, True, f"does not apply: {NOTHING[name]}")
-    run_probes(target, probes, timeout)
     failed = [p for p in probes if p.outcome["kind"] == "failed"]
     if failed:
         return record(name, False, shrunk(target, failed[0], timeout, failures))

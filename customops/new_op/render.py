@@ -565,7 +565,7 @@ def ort_register(op: Op) -> list:
     storage = {"float32": "float", "float64": "double", "float16": "Ort::Float16_t"}
     out = ["  // One op per dtype, all named " + op.name + "; they and their domain outlive every session."]
     for dtype in op.dtypes:
-        out.append(f"  static {op.camel}Op<{storage[dtype]}> op_{dtype};")
+        out.append(f"  static {op.camel}Op<{storage[dtype]}> op_{dtype}{{runtime}};")
     out += ["  static Ort::CustomOpDomain domain = [version] {",
             f'    Ort::CustomOpDomain d("{op.namespace}");']
     for dtype in op.dtypes:

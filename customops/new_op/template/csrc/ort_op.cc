@@ -311,7 +311,14 @@ std::vector<double> read_floats(const OrtKernelInfo* info, const char* name,
 
 template <typename Stored>
 struct ScaledRowSumOp : Ort::CustomOpBase<ScaledRowSumOp<Stored>, ScaledRowSumKernel<Stored>, /*WithStatus=*/true> {
-  ScaledRowSumOp() { this->InferOutputShapeFn = infer_shape; }
+  // onnxruntime 1.23.2 crashes inside itself, at session creation, running an op's shape
+  // function on a node that omits an optional input (1.24.1 does not): there an op with
+  // optional inputs goes without one, and its outputs' shapes are known at run time only.
+  explicit ScaledRowSumOp(int runtime) {
+    bool optional = false;
+    for (size_t i = 0; i < kInputs; ++i) optional |= GetInputCharacteristic(i) == INPUT_OUTPUT_OPTIONAL;
+    if (runtime >= 24 || !optional) this->InferOutputShapeFn = infer_shape;
+  }
   const char* GetName() const { return "scaled_row_sum"; }
 
   // Declared optional, ORT accepts a node without the input and hands the
@@ -362,7 +369,7 @@ extern "C" OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
 
   // <schema:ort-register>
   // One op per dtype, all named scaled_row_sum; they and their domain outlive every session.
-  static ScaledRowSumOp<float> op_float32;
+  static ScaledRowSumOp<float> op_float32{runtime};
   static Ort::CustomOpDomain domain = [version] {
     Ort::CustomOpDomain d("my_ops");
     op_float32.version = version;  // the op's API version: older runtimes refuse a newer one
