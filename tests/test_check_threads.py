@@ -4,7 +4,9 @@ A race shows only while two calls run at the same time; on a busy machine
 the threads take turns and a race hides.  The child keeps each call's start
 and end, counts the calls that overlapped another thread's call for half
 their time, goes on (more time, one thread more) until enough did, and says
-"not established" (ok False, never PASS) when too few did.  Rates quiet and busy: docs/check.md.
+"not established" (ok False, never PASS) when too few did.  A small sample
+also runs grown: in a small call the racy code is a sliver.  Rates quiet and
+busy: docs/check.md.
 """
 
 from __future__ import annotations
@@ -98,6 +100,29 @@ def test_keeps_going_with_a_thread_more_until_its_limit(scale_add):
     assert found == [] and overlap["threads"] == 4 and 1.0 <= overlap["seconds"] < 2, overlap
     calls, together, took = overlap["samples"]["s"]
     assert calls > together >= 0 and took >= 0
+
+
+def test_a_small_sample_also_runs_grown(scale_add):
+    """5 rows of x and y (160 elements) also run as 315 rows (the rows
+    resampled); 2,000 rows (64,000 elements) run as given."""
+    target = check.target.read(scale_add["model"], [scale_add[""]],
+                               list(scale_add["samples"].values()), None, 1e-5, 1e-6,
+                               scale_add["model"].parent)
+    small, large = target.samples
+    name, arrays = valid.grown_for_threads(target, small)
+    assert name == f"{small.name} grown to 315 rows", name
+    assert {k: a.shape for k, a in arrays.items()} == {"x": (315, 16), "y": (315, 16)}
+    assert valid.grown_for_threads(target, large) is None
+
+
+def test_a_race_on_a_small_sample_alone_never_passes(scale_add):
+    """The member-scratch race on 5 rows alone: 7 of 10 runs passed while
+    only the sample ran (docs/check.md); its grown copy catches it."""
+    (record,) = check.run(scale_add["model"], [scale_add["race"]], [scale_add["samples"][5]],
+                          checks=["threads"])
+    assert record["ok"] is False, record
+    assert "grown to 315 rows" in record["detail"] and "calls differ" in record["detail"] or \
+        record["detail"].startswith("not established: "), record
 
 
 def test_a_race_never_passes(scale_add):

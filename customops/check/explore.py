@@ -20,10 +20,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .hostile import named_dims
 from .record import record
 from .runner import run_cases, stopped
-from .target import accepted, attribute_value, bare, copy, custom_nodes, with_input_type
+from .target import (accepted, attribute_value, bare, copy, custom_nodes, grown,
+                     with_input_type)
 from .valid import compare, line
 
 FLOATS = [np.float16, np.float32, np.float64]
@@ -64,12 +64,6 @@ class Probe:
         return Probe(self.check, self.label, self.model, arrays, self.attributes, self.places,
                      self.wide, self.sample, self.varied,
                      self.wide_probe and self.wide_probe.take(rows))
-
-
-def rows_of(target, sample) -> list:
-    """The places of the sample's first named dimension (the rows), or []."""
-    dims = named_dims(target.sample_model(sample))
-    return next(iter(dims.values()), [])
 
 
 # --- attributes ---------------------------------------------------------------------------
@@ -123,7 +117,7 @@ def attribute_probes(target) -> list:
                     found.append(Probe("attributes", label, model, sample.arrays,
                                        {**target.attributes(base),
                                         attribute.name: attribute_value(changed)},
-                                       rows_of(target, sample), sample=sample.name,
+                                       target.rows_of(sample), sample=sample.name,
                                        varied=attribute.name))
     return found
 
@@ -175,25 +169,11 @@ def index_probes(target) -> list:
             for text, ids in id_variants(sample.arrays[name], properties["sorted"]).items():
                 found.append(Probe("indices", f"{name}: {text}", model,
                                    {**sample.arrays, name: ids}, target.attributes(model),
-                                   rows_of(target, sample), sample=sample.name))
+                                   target.rows_of(sample), sample=sample.name))
     return found
 
 
 # --- grown copies and the other float types ---------------------------------------------------
-
-def grown(arrays: dict, places: list, factor: int, seed: int) -> dict:
-    """The arrays with factor times the rows: every row once and the others
-    drawn at random, in the rows' order (sorted ids stay sorted, groups grow)."""
-    rows = min(arrays[n].shape[a] for n, a in places if n in arrays)
-    rng = np.random.default_rng(seed)
-    picked = np.sort(np.concatenate([np.arange(rows),
-                                     rng.integers(0, rows, rows * (factor - 1))]))
-    changed = dict(arrays)
-    for name, axis in places:
-        if name in changed:
-            changed[name] = np.take(changed[name], picked, axis=axis)
-    return changed
-
 
 def retyped(model, arrays: dict):
     """The model with each float input declared as its array's type."""
@@ -208,7 +188,7 @@ def larger_probes(target, factor: int, samples: set) -> list:
     (factor 1: the samples as given, in the op's other float types)."""
     found = []
     for s, sample in enumerate(target.samples):
-        places = rows_of(target, sample)
+        places = target.rows_of(sample)
         rows = min((sample.arrays[n].shape[a] for n, a in places if n in sample.arrays),
                    default=0)
         if sample.name not in samples or not rows and factor > 1:
@@ -249,6 +229,8 @@ def larger(target, timeout: float) -> list:
         done += wave
         if any(p.outcome["kind"] == "failed" for p in wave):
             break
+        if factor > 1:  # a sample left out (no rows, or over the budget) stays out
+            growing &= {p.sample for p in wave}
         growing -= {p.sample for p in wave if p.seconds >= GROW_SECONDS}
     return done
 

@@ -14,7 +14,7 @@ from onnx import helper
 
 from .record import record
 from .runner import stopped
-from .target import copy, loosened, with_input_type
+from .target import copy, loosened, named_dims, with_input_type
 from .valid import compare
 
 OTHER_TYPES = [np.float32, np.float64, np.int32, np.int64]
@@ -108,17 +108,6 @@ def type_cases(target):
         for text, changed in variants.items():
             found.append(_case(target, f"types:{text}", with_input_type(base, name, changed),
                                {**sample.arrays, name: changed}))
-    return found
-
-
-def named_dims(model) -> dict:
-    """Dimension name -> [(input, axis)] over the model's inputs: sizes that
-    must change together for a consistent call."""
-    found = {}
-    for graph_input in model.graph.input:
-        for axis, dim in enumerate(graph_input.type.tensor_type.shape.dim):
-            if dim.dim_param:
-                found.setdefault(dim.dim_param, []).append((graph_input.name, axis))
     return found
 
 

@@ -100,6 +100,35 @@ class Target:
         """The model for a sample: inputs the sample lacks are omitted in the node."""
         return omit_inputs(self.model, [n for n in self.input_names if n not in sample.arrays])
 
+    def rows_of(self, sample: Sample) -> list:
+        """The places of the sample's first named dimension (the rows), or []."""
+        return next(iter(named_dims(self.sample_model(sample)).values()), [])
+
+
+def named_dims(model) -> dict:
+    """Dimension name -> [(input, axis)] over the model's inputs: sizes that
+    must change together for a consistent call."""
+    found = {}
+    for graph_input in model.graph.input:
+        for axis, dim in enumerate(graph_input.type.tensor_type.shape.dim):
+            if dim.dim_param:
+                found.setdefault(dim.dim_param, []).append((graph_input.name, axis))
+    return found
+
+
+def grown(arrays: dict, places: list, factor: int, seed: int) -> dict:
+    """The arrays with factor times the rows: every row once and the others
+    drawn at random, in the rows' order (sorted ids stay sorted, groups grow)."""
+    rows = min(arrays[n].shape[a] for n, a in places if n in arrays)
+    rng = np.random.default_rng(seed)
+    picked = np.sort(np.concatenate([np.arange(rows),
+                                     rng.integers(0, rows, rows * (factor - 1))]))
+    changed = dict(arrays)
+    for name, axis in places:
+        if name in changed:
+            changed[name] = np.take(changed[name], picked, axis=axis)
+    return changed
+
 
 def custom_nodes(model: onnx.ModelProto) -> list:
     return [n for n in model.graph.node if n.domain not in STANDARD_DOMAINS]

@@ -16,7 +16,7 @@ from ..doctor.probe import first_line, type_name
 
 from .record import record
 from .runner import stopped
-from .target import bare, input_dim_names
+from .target import bare, grown, input_dim_names
 
 
 # Rounds go on for this long at least: a race on small inputs shows in few
@@ -30,7 +30,12 @@ THREADS_SECONDS = 1.0
 # quiet and busy in docs/check.md).
 THREADS_TOGETHER = 1000
 THREADS_TOGETHER_SECONDS = 1.0
-THREADS_LIMIT = 20.0
+THREADS_LIMIT = 30.0
+# A sample of fewer input elements also runs grown to about this many (its
+# rows resampled as the larger check does): in a small call the racy code is
+# a sliver of ORT's work, and two calls at once rarely run it at the same
+# moment (a member scratch on 5 rows: 3 of 10 runs caught; on 40 rows: 5 of 5).
+THREADS_ELEMENTS = 10_000
 
 
 def cases(target, threads: int, calls: int) -> list:
@@ -51,21 +56,36 @@ def cases(target, threads: int, calls: int) -> list:
 
 
 def threads_case(target, cid, model, samples, threads, calls):
-    """Thread t's call c runs sample c (round the samples) in copy t: each
+    """Thread t's call c runs sample c (round the samples, then the small
+    ones grown) in copy t: each
     thread its own values, all of one shape at a time, so that a kernel whose
     calls share memory writes different values into it at once (with one
     input for all, a race writes the same values and never shows)."""
     feeds, labels, groups = [], [], []
-    for i, sample in samples:
+    runs = [(sample.name, sample.arrays) for _, sample in samples] + \
+        [grown_for_threads(target, sample) for _, sample in samples]
+    runs = [run for run in runs if run]
+    for name, arrays in runs:
         for t in range(threads):
-            feeds.append(sample.arrays if t == 0 else perturbed(sample.arrays, t))
-            labels.append(f"sample {sample.name}" + (f" (copy {t})" if t else ""))
-            groups.append(sample.name)
-    schedule = [[(c % len(samples)) * threads + t for c in range(calls)] for t in range(threads)]
+            feeds.append(arrays if t == 0 else perturbed(arrays, t))
+            labels.append(f"sample {name}" + (f" (copy {t})" if t else ""))
+            groups.append(name)
+    schedule = [[(c % len(runs)) * threads + t for c in range(calls)] for t in range(threads)]
     return {"id": cid, "kind": "threads", "model": model, "labels": labels,
             "feeds": [target.write_feeds(f) for f in feeds], "schedule": schedule,
             "seconds": THREADS_SECONDS, "limit": THREADS_LIMIT, "groups": groups,
             "enough": THREADS_TOGETHER, "enough_seconds": THREADS_TOGETHER_SECONDS}
+
+
+def grown_for_threads(target, sample):
+    """(name, arrays) of the sample grown to THREADS_ELEMENTS input
+    elements, or None: it has that many already, or no rows to grow."""
+    places, size = target.rows_of(sample), sum(a.size for a in sample.arrays.values())
+    rows = min((sample.arrays[n].shape[a] for n, a in places if n in sample.arrays), default=0)
+    if not rows or not size or size >= THREADS_ELEMENTS:
+        return None
+    factor = -(-THREADS_ELEMENTS // size)
+    return f"{sample.name} grown to {rows * factor} rows", grown(sample.arrays, places, factor, 0)
 
 
 def perturbed(arrays: dict, seed: int) -> dict:
