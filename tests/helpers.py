@@ -1,4 +1,5 @@
-"""Test helpers: single-node ONNX models built by hand, and references.
+"""Test helpers: single-node ONNX models built by hand, references, and the
+build of an example ORT library by the command its header comment gives.
 
 Building the ONNX node with onnx.helper (customops.builder, not an exporter)
 tests the ORT kernels on their own; the exporter tests then check that the
@@ -7,9 +8,42 @@ exporters produce the same nodes.
 
 from __future__ import annotations
 
+import re
+import subprocess
+from pathlib import Path
+
 import numpy as np
 
+from customops import headers
 from customops.builder import single_node_model  # noqa: F401  (used by the tests)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_example(source: Path, library: Path, text: str | None = None, werror: bool = True) -> None:
+    """Runs the g++ command an example's header comment gives (a line ending
+    in a backslash goes on in the next comment line; ``exports.lds`` is
+    csrc/ort's), with ``-Wall -Wextra`` and (``werror``) warnings as errors,
+    on ``text`` instead of the file's own content when given."""
+    lines = source.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"//\s+g\+\+ ", line))
+    words = []
+    for line in lines[start:]:
+        body = line[2:].split("#")[0].strip()
+        words += body.rstrip("\\").split()
+        if not body.endswith("\\"):
+            break
+    if text is not None:
+        source = library.with_suffix(".cc")
+        source.write_text(text)
+    include = str(headers.include_dir())
+    command = [str(source) if word.endswith(".cc") else
+               str(library) if word.endswith(".so") else
+               word.replace("exports.lds", str(ROOT / "csrc/ort/exports.lds")) if "--version-script" in word else
+               word.replace("$ORT_INCLUDE", include) for word in words]
+    flags = ["-Wall", "-Wextra", "-Werror"] if werror else ["-Wall", "-Wextra"]
+    done = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
 
 
 def torch_generator(rng):

@@ -1,6 +1,7 @@
 // my_ops::embed with ONNX Runtime's classic API (Ort::CustomOpBase), in one
 // file that needs only the ORT headers:
-//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE embed_classic.cc -o libembed_classic.so
+//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE embed_classic.cc -o libembed_classic.so -Wl,--version-script=exports.lds
+// (csrc/ort/exports.lds: RegisterCustomOps is the one symbol the library exports)
 //
 //   embed(ids int64[...], table float[rows, width], scale float[width]?, bias float[width]?)
 //     -> float[..., width] = table[ids] * scale + bias

@@ -1,6 +1,7 @@
-// my_ops::embed and my_ops::embed_scaled, ONNX Runtime custom ops written
+// my_ops::embed, embed_scaled and embed_affine, ONNX Runtime custom ops written
 // with the lite API, in one file that needs only the ORT headers:
-//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE embed_lite.cc -o libembed_lite.so
+//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE embed_lite.cc -o libembed_lite.so -Wl,--version-script=exports.lds
+// (csrc/ort/exports.lds: RegisterCustomOps is the one symbol the library exports)
 //
 //   embed(ids int64[...], table float[rows, width]) -> float[..., width] = table[ids]
 //   embed_scaled: the same times the float attribute `scale` (default 1)
@@ -83,17 +84,39 @@ struct EmbedScaled {
   float scale = 1.0f;
 };
 
-// Optional inputs in the lite API: an std::optional parameter.  Fine when
-// only trailing inputs are left out; see the notebook for a middle one.
-Ort::Status embed_affine(const Tensor<int64_t>& ids, const Tensor<float>& table,
-                         OptionalTensor scale, OptionalTensor bias, Tensor<float>& out) {
-  const int64_t width = table.Shape().size() == 2 ? table.Shape()[1] : 0;
-  for (const OptionalTensor& v : {scale, bias})
-    if (v && (*v)->NumberOfElement() != width)
-      return Ort::Status("embed: scale and bias need one value per column", ORT_INVALID_ARGUMENT);
-  return gather(ids, table, 1.0f, scale ? (*scale)->Data() : nullptr,
-                bias ? (*bias)->Data() : nullptr, out);
+// Optional inputs in the lite API: std::optional parameters.  The header reads
+// every input the node lists, so one the node names "" (scale, say, with bias
+// given) would be a null value, read before Compute runs: SIGSEGV.  A struct
+// kernel's constructor sees the node's input names and refuses such a node, so
+// the session is not created.  Trailing inputs may be left off the node.
+struct EmbedAffine {
+  EmbedAffine(const OrtApi*, const OrtKernelInfo* info) {
+    const Ort::ConstKernelInfo node(info);
+    const char* names[] = {"ids", "table", "scale", "bias"};  // ORT refuses a fifth input
+    for (size_t i = 0; i < node.GetInputCount(); ++i)
+      if (node.GetInputName(i).empty())
+        throw std::invalid_argument(std::string("embed_affine: the node leaves out ") + names[i] +
+                                    " (named \"\"): only trailing inputs can be left out, by ending its input list");
+  }
+  Ort::Status Compute(const Tensor<int64_t>& ids, const Tensor<float>& table, OptionalTensor scale,
+                      OptionalTensor bias, Tensor<float>& out) {
+    const int64_t width = table.Shape().size() == 2 ? table.Shape()[1] : 0;
+    for (const OptionalTensor& v : {scale, bias})
+      if (v && (*v)->NumberOfElement() != width)
+        return Ort::Status("embed: scale and bias need one value per column", ORT_INVALID_ARGUMENT);
+    return gather(ids, table, 1.0f, scale ? (*scale)->Data() : nullptr,
+                  bias ? (*bias)->Data() : nullptr, out);
+  }
+};
+
+// CreateLiteCustomOp marks every input and output optional, so ORT would accept
+// a node that names ids or out "" and the header would use its null value:
+// SIGSEGV.  Declared required, ORT refuses such a node.  ids and table, the first
+// two inputs of each op here, are required, and so is out.
+OrtCustomOpInputOutputCharacteristic ids_and_table_required(const OrtCustomOp*, size_t index) {
+  return index < 2 ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_OPTIONAL;
 }
+OrtCustomOpInputOutputCharacteristic required(const OrtCustomOp*, size_t) { return INPUT_OUTPUT_REQUIRED; }
 
 }  // namespace
 
@@ -110,7 +133,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   static const Op ops[] = {
       Op{Ort::Custom::CreateLiteCustomOp("embed", "CPUExecutionProvider", embed, embed_shape)},
       Op{Ort::Custom::CreateLiteCustomOp<EmbedScaled>("embed_scaled", "CPUExecutionProvider")},
-      Op{Ort::Custom::CreateLiteCustomOp("embed_affine", "CPUExecutionProvider", embed_affine)}};
+      Op{Ort::Custom::CreateLiteCustomOp<EmbedAffine>("embed_affine", "CPUExecutionProvider")}};
   // Each op's `version` says which members of the OrtCustomOp struct exist;
   // CreateLiteCustomOp sets ORT_API_VERSION.  onnxruntime 1.24.4 and 1.25.0
   // refuse an op claiming more than their own version when a session uses it
@@ -120,6 +143,8 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
     Ort::CustomOpDomain d("my_ops");
     for (const Op& op : ops) {
       op->version = version;
+      op->GetInputCharacteristic = ids_and_table_required;
+      op->GetOutputCharacteristic = required;
       d.Add(op.get());
     }
     return d;

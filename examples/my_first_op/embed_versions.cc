@@ -1,7 +1,8 @@
 // Two kernels of one op, my_ops::which, for two versions of the domain my_ops,
 // with the lite API's start and end versions.  Each kernel answers its own
 // version, so a model shows which kernel ORT picked:
-//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE embed_versions.cc -o libembed_versions.so
+//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE embed_versions.cc -o libembed_versions.so -Wl,--version-script=exports.lds
+// (csrc/ort/exports.lds: RegisterCustomOps is the one symbol the library exports)
 // -DNEWEST_FIRST adds the version-2 kernel first; -DCLAIMED_API=99 sets the ops'
 // `version` field (the OrtCustomOp layout they claim) to 99.
 #define ORT_API_MANUAL_INIT  // the runtime hands us its API in RegisterCustomOps
@@ -20,6 +21,10 @@ using Ort::Custom::Tensor;
 
 void which_v1(const Tensor<float>&, Tensor<float>& out) { out.Allocate({1})[0] = 1; }
 void which_v2(const Tensor<float>&, Tensor<float>& out) { out.Allocate({1})[0] = 2; }
+
+// The lite API marks every input and output optional: x and out are required
+// (embed_lite.cc says why).
+OrtCustomOpInputOutputCharacteristic required(const OrtCustomOp*, size_t) { return INPUT_OUTPUT_REQUIRED; }
 
 }  // namespace
 
@@ -42,6 +47,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
 #ifdef CLAIMED_API
       (*op)->version = CLAIMED_API;  // instead of ORT_API_VERSION, as CreateLiteCustomOp sets it
 #endif
+      (*op)->GetInputCharacteristic = (*op)->GetOutputCharacteristic = required;
       d.Add(op->get());
     }
     return d;

@@ -1,6 +1,7 @@
 // custom::Foo (Z = X + Y) ported from the removed Ort::CustomOpApi to the
 // current C++ API, as a library ORT loads with register_custom_ops_library:
-//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE foo_op.cc -o libfoo_op.so
+//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE foo_op.cc -o libfoo_op.so -Wl,--version-script=exports.lds
+// (csrc/ort/exports.lds: RegisterCustomOps is the one symbol the library exports)
 #define ORT_API_MANUAL_INIT  // the runtime hands us its API in RegisterCustomOps
 #include <onnxruntime_cxx_api.h>
 #undef ORT_API_MANUAL_INIT
