@@ -115,6 +115,18 @@ def test_a_small_sample_also_runs_grown(scale_add):
     assert valid.grown_for_threads(target, large) is None
 
 
+def test_every_sample_and_grown_copy_is_scheduled(scale_add):
+    """Five small samples and their five grown copies are ten runs, more than
+    the eight calls a thread makes by default: each still gets its round."""
+    samples = [scale_add["samples"][5]] * 5
+    target = check.target.read(scale_add["model"], [scale_add[""]], samples, None, 1e-5, 1e-6,
+                               scale_add["model"].parent)
+    case = valid.threads_case(target, "threads:0", "m.onnx", list(enumerate(target.samples)),
+                              threads=2, calls=8)
+    scheduled = {case["groups"][i] for calls in case["schedule"] for i in calls}
+    assert len(scheduled) == 10 and scheduled == set(case["groups"]), scheduled
+
+
 def test_a_race_on_a_small_sample_alone_never_passes(scale_add):
     """The member-scratch race on 5 rows alone: 7 of 10 runs passed while
     only the sample ran (docs/check.md); with its grown copy, never PASS."""

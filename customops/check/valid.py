@@ -70,7 +70,8 @@ def threads_case(target, cid, model, samples, threads, calls):
             feeds.append(arrays if t == 0 else perturbed(arrays, t))
             labels.append(f"sample {name}" + (f" (copy {t})" if t else ""))
             groups.append(name)
-    schedule = [[(c % len(runs)) * threads + t for c in range(calls)] for t in range(threads)]
+    rounds = max(calls, len(runs))  # every run at least once, the grown ones too
+    schedule = [[(c % len(runs)) * threads + t for c in range(rounds)] for t in range(threads)]
     return {"id": cid, "kind": "threads", "model": model, "labels": labels,
             "feeds": [target.write_feeds(f) for f in feeds], "schedule": schedule,
             "seconds": THREADS_SECONDS, "limit": THREADS_LIMIT, "groups": groups,
