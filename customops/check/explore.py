@@ -22,7 +22,7 @@ from onnx import helper
 
 from .record import record
 from .runner import run_cases, stopped
-from .target import (accepted, attribute_value, bare, copy, custom_nodes, grown,
+from .target import (accepted, attribute_value, bare, copy, custom_nodes, grown, row_count,
                      with_input_type)
 from .valid import compare, line
 
@@ -52,8 +52,7 @@ class Probe:
     seconds: float = 0.0   # its slowest run: the op's, the wider type's or the reference's
 
     def rows(self) -> int:
-        return min((self.arrays[n].shape[a] for n, a in self.places if n in self.arrays),
-                   default=0)
+        return row_count(self.arrays, self.places)
 
     def take(self, rows) -> "Probe":
         """The probe on these rows (indices along its places) only."""
@@ -189,8 +188,7 @@ def larger_probes(target, factor: int, samples: set) -> list:
     found = []
     for s, sample in enumerate(target.samples):
         places = target.rows_of(sample)
-        rows = min((sample.arrays[n].shape[a] for n, a in places if n in sample.arrays),
-                   default=0)
+        rows = row_count(sample.arrays, places)
         if sample.name not in samples or not rows and factor > 1:
             continue
         along = {name for name, _ in places}

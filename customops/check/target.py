@@ -116,10 +116,15 @@ def named_dims(model) -> dict:
     return found
 
 
+def row_count(arrays: dict, places: list) -> int:
+    """The rows of the arrays along their places (0 when there are none)."""
+    return min((arrays[n].shape[a] for n, a in places if n in arrays), default=0)
+
+
 def grown(arrays: dict, places: list, factor: int, seed: int) -> dict:
     """The arrays with factor times the rows: every row once and the others
     drawn at random, in the rows' order (sorted ids stay sorted, groups grow)."""
-    rows = min(arrays[n].shape[a] for n, a in places if n in arrays)
+    rows = row_count(arrays, places)
     rng = np.random.default_rng(seed)
     picked = np.sort(np.concatenate([np.arange(rows),
                                      rng.integers(0, rows, rows * (factor - 1))]))

@@ -16,7 +16,7 @@ from ..doctor.probe import first_line, type_name
 
 from .record import record
 from .runner import stopped
-from .target import bare, grown, input_dim_names
+from .target import bare, grown, input_dim_names, row_count
 
 
 # Rounds go on for this long at least: a race on small inputs shows in few
@@ -82,7 +82,7 @@ def grown_for_threads(target, sample):
     """(name, arrays) of the sample grown to THREADS_ELEMENTS input
     elements, or None: it has that many already, or no rows to grow."""
     places, size = target.rows_of(sample), sum(a.size for a in sample.arrays.values())
-    rows = min((sample.arrays[n].shape[a] for n, a in places if n in sample.arrays), default=0)
+    rows = row_count(sample.arrays, places)
     if not rows or not size or size >= THREADS_ELEMENTS:
         return None
     factor = -(-THREADS_ELEMENTS // size)
