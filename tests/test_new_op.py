@@ -6,6 +6,7 @@ building or testing fails here."""
 
 import importlib.metadata
 import os
+from concurrent.futures import ThreadPoolExecutor
 import re
 import runpy
 import shutil
@@ -226,12 +227,66 @@ def passed(done) -> int:
     return int(summary.split()[0])
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    """The template's op renamed (NS::NAME alone), built and tested once."""
-    directory = tmp_path_factory.mktemp("new_op") / "project"
-    new_op.generate(OP, directory)
+def generated(directory, *args, math=False):
+    """A project generated from ``args`` (the template's op renamed for OP alone),
+    ``math`` the FPS user's installed, built and tested: (its directory, the make test)."""
+    if args == (OP,):
+        new_op.generate(OP, directory)
+    else:
+        assert run_new_op(args[0], directory, *args[1:]).returncode == 0
+    if math:
+        install_math(directory)
     return directory, make_test(directory)
+
+
+# A generated project's `make test` is minutes of g++ and child processes, mostly on one
+# core: these jobs (JOBS, at the end) run in the background, two at a time, all submitted
+# when the module starts if a selected test names them (as a fixture or a parameter).  A
+# test then waits only for its own.  A job changing a copy of another's project (PARENT)
+# gets that copy made when the other is done, before any test here can change it.
+class Background:
+    def __init__(self, request, tmp_path_factory):
+        wanted = set()
+        for item in request.session.items:
+            if item.module is request.module:
+                parameters = item.callspec.params.values() if hasattr(item, "callspec") else ()
+                wanted |= set(item.fixturenames) | {p for p in parameters if isinstance(p, str)}
+        wanted |= {PARENT[name] for name in wanted if name in PARENT}
+        names = [name for name in JOBS if name in wanted]  # parents first: none waits for one not started
+        directories = {name: tmp_path_factory.mktemp(name) / "project" for name in names}
+        self.pool = ThreadPoolExecutor(max_workers=min(2, len(os.sched_getaffinity(0))))
+        self.futures = {}
+        for name in names:
+            if name in PARENT:
+                self.futures[name] = self.pool.submit(self.changed, self.futures[PARENT[name]], JOBS[name],
+                                                      directories[name])
+            else:
+                copies = [directories[child] for child in names if PARENT.get(child) == name]
+                self.futures[name] = self.pool.submit(self.built_and_copied, JOBS[name], directories[name], copies)
+
+    @staticmethod
+    def built_and_copied(job, directory, copies):
+        result = job(directory)
+        for copy in copies:
+            shutil.copytree(directory, copy, symlinks=True)  # with build/: a shorter rebuild
+        return result
+
+    @staticmethod
+    def changed(parent, job, directory):
+        parent.result()  # the copy is there
+        return job(directory)
+
+    def result(self, name):
+        return self.futures[name].result()
+
+
+@pytest.fixture(scope="module")
+def background(request, tmp_path_factory):
+    jobs = Background(request, tmp_path_factory)
+    yield jobs
+    jobs.pool.shutdown(cancel_futures=True)  # waits for a running one: none runs into the next module
+
+
 
 
 def test_every_template_file_is_written_renamed(project):
@@ -261,15 +316,16 @@ def test_generated_project_builds_and_passes_its_tests(project):
     assert passed(project[1]) > 30
 
 
-def test_generated_tests_fail_when_the_kernel_is_wrong(project, tmp_path):
-    directory, _ = project
-    broken = tmp_path / "broken"
-    shutil.copytree(directory, broken, symlinks=True)  # with build/: a shorter rebuild
+def break_the_sum(broken):
     header = broken / "csrc" / f"{NAME}.h"
     right = "sum[i] = static_cast<T>(scale * total);"
     assert right in header.read_text()
     header.write_text(header.read_text().replace(right, "sum[i] = static_cast<T>(scale * total) + 1;"))
-    done = make_test(broken)
+    return make_test(broken)
+
+
+def test_generated_tests_fail_when_the_kernel_is_wrong(wrong_kernel):
+    done = wrong_kernel
     assert done.returncode != 0
     failed = set(re.findall(r"^FAILED tests/(\w+)\.py::(\w+)", done.stdout, re.MULTILINE))
     assert {("test_torch_op", "test_equals_reference"), ("test_ort", "test_ort_equals_pytorch_and_the_reference"),
@@ -277,18 +333,19 @@ def test_generated_tests_fail_when_the_kernel_is_wrong(project, tmp_path):
         done.stdout[-3000:]
 
 
-def test_a_crash_of_the_ort_op_fails_one_named_case(project, tmp_path):
-    """ORT runs in child processes: a segfault fails the cases that reach it,
-    each naming the signal, and every other test still runs."""
-    directory, _ = project
-    broken = tmp_path / "crash"
-    shutil.copytree(directory, broken, symlinks=True)
+def abort_the_ort_op(broken):
     source = broken / "csrc" / "ort_op.cc"
     marker = "      const int64_t cols = sizes.at(\"cols\");\n"
     assert marker in source.read_text()
     # cols: the size the large samples grow (the op reduces it), beyond the small ones' 9
     source.write_text(source.read_text().replace(marker, marker + "      if (cols > 100) std::abort();\n"))
-    done = make_test(broken)
+    return make_test(broken)
+
+
+def test_a_crash_of_the_ort_op_fails_one_named_case(crashing_kernel):
+    """ORT runs in child processes: a segfault fails the cases that reach it,
+    each naming the signal, and every other test still runs."""
+    done = crashing_kernel
     failed = re.findall(r"^FAILED (\S+)", done.stdout, re.MULTILINE)
     # the cases with cols > 100: the large samples, the check (which grows them), concurrent runs
     # and test_parallel (inputs sized to take milliseconds)
@@ -298,13 +355,7 @@ def test_a_crash_of_the_ort_op_fails_one_named_case(project, tmp_path):
     assert re.search(r"\d+ failed, \d+ passed", done.stdout)
 
 
-def test_the_parallel_test_fails_when_items_share_a_total(project, tmp_path):
-    """A total carried across the rows of one range (a write items share): the
-    outputs then depend on where parallel_for splits, and the project's
-    test_parallel sees it at 1 and 2 threads (at::parallel_for splits by thread count)."""
-    directory, _ = project
-    broken = tmp_path / "shared"
-    shutil.copytree(directory, broken, symlinks=True)
+def share_the_total(broken):
     header = broken / "csrc" / f"{NAME}.h"
     loop = "  parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {\n"
     total = "      double total = 0;  // double: the sum of many floats keeps its precision\n"
@@ -313,8 +364,15 @@ def test_the_parallel_test_fails_when_items_share_a_total(project, tmp_path):
     header.write_text(text.replace(total, "").replace(loop, loop + "    double total = 0;\n"))
     built = make(broken)
     assert built.returncode == 0, built.stderr[-2000:]
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_parallel.py"],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_parallel.py"],
                           cwd=broken, capture_output=True, text=True)
+
+
+def test_the_parallel_test_fails_when_items_share_a_total(shared_total):
+    """A total carried across the rows of one range (a write items share): the
+    outputs then depend on where parallel_for splits, and the project's
+    test_parallel sees it at 1 and 2 threads (at::parallel_for splits by thread count)."""
+    done = shared_total
     failed = set(re.findall(r"^FAILED tests/test_parallel\.py::(\w+)", done.stdout, re.MULTILINE))
     assert failed == {"test_torch_same_outputs_at_1_and_2_threads",
                       "test_ort_same_outputs_at_1_and_2_threads_as_torch"}, done.stdout[-3000:]
@@ -367,20 +425,18 @@ print(torch.__version__, ort.__version__, len(by_ort) == len(by_torch) and
 
 # (radius_graph's kinds, a 2-D data-dependent output and an optional input, are every_kind's
 # and the FPS project's below: its own project would add minutes, not cases)
-@pytest.mark.parametrize("args", [EVERY_KIND], ids=["every_kind"])
-def test_a_project_from_a_schema_passes_its_tests_untouched(tmp_path, args):
-    done = run_new_op(args[0], tmp_path, *args[1:])
-    assert done.returncode == 0, done.stderr
-    op = build(args[0], args[2], args[4])
-    assert passed(make_test(tmp_path)) > 40
+def test_a_project_from_a_schema_passes_its_tests_untouched(every_kind):
+    directory, done = every_kind
+    op = build(EVERY_KIND[0], EVERY_KIND[2], EVERY_KIND[4])
+    assert passed(done) > 40
     for dtype in op.dtypes:
-        model = onnx.load(tmp_path / "build" / f"{op.name}_{dtype}.onnx")
+        model = onnx.load(directory / "build" / f"{op.name}_{dtype}.onnx")
         assert [(n.domain, n.op_type) for n in model.graph.node] == [(op.namespace, op.name)]
         assert [a.type for a in model.graph.node[0].attribute] == [
             getattr(onnx.AttributeProto, a.onnx_type) for a in op.attributes]
         assert [[d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim] for o in model.graph.output] == \
             [t.dims for t in op.outputs]  # E and K as given, never u0
-    text = (tmp_path / "README.md").read_text() + (tmp_path / "csrc" / f"{op.name}.h").read_text()
+    text = (directory / "README.md").read_text() + (directory / "csrc" / f"{op.name}.h").read_text()
     assert not TEMPLATE_WORDS.search(text.replace("my_ops::ball_query", ""))
 
 
@@ -496,7 +552,9 @@ def test_the_translation_defaults_a_none_optional_input():
 
 
 def timed_make_test(directory):
-    """make_test under /usr/bin/time: (its result, seconds, peak resident KiB of one process)."""
+    """The MIXED project generated, and make_test under /usr/bin/time: (its result,
+    seconds, peak resident KiB of one process)."""
+    assert run_new_op(MIXED[0], directory, *MIXED[1:]).returncode == 0
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     done = subprocess.run(["/usr/bin/time", "-f", "time %e %M", "make", "test", f"PYTHON={sys.executable}"],
                           cwd=directory, capture_output=True, text=True, env=env)
@@ -504,12 +562,12 @@ def timed_make_test(directory):
     return done, float(seconds), int(peak)
 
 
-def test_a_project_of_ranks_1_to_5_passes_within_memory(tmp_path):
+def test_a_project_of_ranks_1_to_5_passes_within_memory(mixed):
     """Sizes within the budget: the whole `make test` (build included) of an op with
     inputs of ranks 1 to 5 stays under 2 GiB in every process.  Its time is printed
-    (the machine's load decides it; docs/new_op_checklist.md gives one measured)."""
-    assert run_new_op(MIXED[0], tmp_path, *MIXED[1:]).returncode == 0
-    done, seconds, peak = timed_make_test(tmp_path)
+    (the machine's load decides it, and another project builds beside it here;
+    docs/new_op_checklist.md gives one measured)."""
+    done, seconds, peak = mixed
     assert passed(done) > 30
     print(f"make test of {MIXED[0]}: {seconds:.0f} s, peak {peak / 1024:.0f} MiB")
     assert peak < 2 * 1024 * 1024, peak
@@ -536,14 +594,6 @@ def install_math(directory, bug=""):
                                             + text[text.index("# </schema:reference>"):])
 
 
-@pytest.fixture(scope="module")
-def fps_project(tmp_path_factory):
-    """An optional input, a bool attribute, sorted group ids and a data-dependent size:
-    generated, its math written, built and tested once."""
-    directory = tmp_path_factory.mktemp("fps") / "project"
-    assert run_new_op(FPS[0], directory, *FPS[1:]).returncode == 0
-    install_math(directory)
-    return directory, make_test(directory)
 
 
 def test_fps_passes_with_the_model_without_its_optional_input(fps_project):
@@ -564,29 +614,32 @@ def collected(directory):
     return done.stdout
 
 
+def fps_domain_tests(broken, bug):
+    """The FPS project's math with ``bug``, built: its tests of the op's domain."""
+    install_math(broken, bug)
+    assert make(broken).returncode == 0
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "tests/test_domain.py", "tests/test_torch_op.py",
+                           "tests/test_ort.py"], cwd=broken, capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("bug, failing", [
-    ("bool", {("test_domain", "test_each_attribute_value_in_pytorch_and_ort")}),
-    ("empty", {("test_torch_op", "test_each_pattern_of_group_ids"), ("test_domain", "test_pytorch_on_drawn_cases")}),
+    ("fps_bool", {("test_domain", "test_each_attribute_value_in_pytorch_and_ort")}),
+    ("fps_empty", {("test_torch_op", "test_each_pattern_of_group_ids"),
+                   ("test_domain", "test_pytorch_on_drawn_cases")}),
 ])
-def test_fps_fails_its_tests_on_a_bug_of_its_domain(fps_project, tmp_path, bug, failing):
+def test_fps_fails_its_tests_on_a_bug_of_its_domain(background, bug, failing):
     """A bug only on the non-default bool, and a division by an empty group's size
     (SIGFPE): the project's own tests of the op's domain in each runtime fail, naming the
     signal, and the run goes on (what customops.check finds is its own tests' job)."""
-    directory, _ = fps_project
-    broken = tmp_path / "broken"
-    shutil.copytree(directory, broken, symlinks=True)
-    install_math(broken, bug)
-    assert make(broken).returncode == 0
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests/test_domain.py", "tests/test_torch_op.py",
-                           "tests/test_ort.py"], cwd=broken, capture_output=True, text=True)
+    done = background.result(bug)
     assert done.returncode != 0 and re.search(r"\d+ failed, \d+ passed", done.stdout), done.stdout[-3000:]
     failed = set(re.findall(r"^FAILED tests/(\w+)\.py::(\w+)", done.stdout, re.MULTILINE))
     assert failing <= failed, done.stdout[-3000:]
-    if bug == "empty":  # Hypothesis shrinks the crash and prints it as a test
+    if bug == "fps_empty":  # Hypothesis shrinks the crash and prints it as a test
         assert "the PyTorch op died of signal 8 (SIGFPE)" in done.stdout
         assert "onnxruntime died of signal 8" in done.stdout
         assert "def test_found_by_hypothesis():" in done.stdout
-    if bug == "bool":
+    if bug == "fps_bool":
         assert "test_each_attribute_value_in_pytorch_and_ort[random_start=True]" in done.stdout
 def test_the_ort_library_builds_with_the_cmake_example(project, tmp_path):
     """examples/cmake_ort_library (notebook 21, section 6) builds the project's ORT
@@ -606,3 +659,29 @@ def test_the_ort_library_builds_with_the_cmake_example(project, tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_ort.py"],
                           cwd=copy, capture_output=True, text=True)
     assert passed(done) > 10
+
+
+# The background jobs, each a function of its project's directory, in the order they start;
+# a module fixture of each name gives its result.
+JOBS = {
+    "project": lambda directory: generated(directory, OP),  # the template's op renamed (NS::NAME alone)
+    # an optional input, a bool attribute, sorted group ids and a data-dependent size
+    "fps_project": lambda directory: generated(directory, *FPS, math=True),
+    "every_kind": lambda directory: generated(directory, *EVERY_KIND),
+    "mixed": timed_make_test,
+    "wrong_kernel": break_the_sum,
+    "crashing_kernel": abort_the_ort_op,
+    "shared_total": share_the_total,
+    "fps_bool": lambda directory: fps_domain_tests(directory, "bool"),
+    "fps_empty": lambda directory: fps_domain_tests(directory, "empty"),
+}
+PARENT = {"wrong_kernel": "project", "crashing_kernel": "project", "shared_total": "project",
+          "fps_bool": "fps_project", "fps_empty": "fps_project"}
+
+
+def job_fixture(name):
+    return pytest.fixture(scope="module", name=name)(lambda background: background.result(name))
+
+
+for _name in JOBS:
+    globals()[_name] = job_fixture(_name)

@@ -1,9 +1,9 @@
 """torch_cluster::grid (seed 002), real and stand-in: the facts notebook 04
 states about the operator, and the stand-in's promise to behave like it.
 
-The real package comes from `make torch-cluster` (CI builds it); without it
+The real package comes from `make torch-cluster` (by hand: .ci/run says when); without it
 the tests of the real op skip, and notebook 04 runs on its stand-in.  With
-REQUIRE_TORCH_CLUSTER=1 (set by .ci/run) a missing package fails instead.
+REQUIRE_TORCH_CLUSTER=1 a missing package fails instead.
 
 The stand-in and the real package define the same operator, so they never
 share a process: the stand-in runs in a subprocess (its kernel on inputs this
