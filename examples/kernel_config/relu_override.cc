@@ -1,7 +1,7 @@
 // Relu in the ONNX domain "": a custom op with the name of a built-in op.  It
 // returns max(x, 0) + 1000, so that a model's output shows whose kernel ran.
-//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE relu_override.cc -o librelu_override.so \
-//       -Wl,--version-script=exports.lds   # only RegisterCustomOps exported (csrc/ort/exports.lds)
+//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE relu_override.cc -o librelu_override.so -Wl,--version-script=exports.lds
+// (exports.lds: csrc/ort/exports.lds, which exports RegisterCustomOps only)
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
 #undef ORT_API_MANUAL_INIT

@@ -4,8 +4,8 @@
 // given) and by each kernel when it is created (KernelInfo_GetConfigEntries).
 // The kernel logs through the session's logger (KernelInfo_GetLogger,
 // Logger_LogMessage) and declares that y may reuse x's buffer (GetMayInplace).
-//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE scale_op.cc -o libscale.so \
-//       -Wl,--version-script=exports.lds   # only RegisterCustomOps exported (csrc/ort/exports.lds)
+//   g++ -std=c++17 -O2 -shared -fPIC -I$ORT_INCLUDE scale_op.cc -o libscale.so -Wl,--version-script=exports.lds
+// (exports.lds: csrc/ort/exports.lds, which exports RegisterCustomOps only)
 // -DNO_INPLACE leaves GetMayInplace unset, for comparison.
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
