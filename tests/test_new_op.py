@@ -248,7 +248,7 @@ class Background:
     def __init__(self, request, tmp_path_factory):
         wanted = set()
         for item in request.session.items:
-            if item.module is request.module:
+            if getattr(item, "module", None) is request.module:  # a notebook's cell has no module
                 parameters = item.callspec.params.values() if hasattr(item, "callspec") else ()
                 wanted |= set(item.fixturenames) | {p for p in parameters if isinstance(p, str)}
         wanted |= {PARENT[name] for name in wanted if name in PARENT}
