@@ -84,7 +84,7 @@ torch-envs: $(DEPS)
 	done
 
 # The notebooks run as tests, so they need what they need in JupyterLab; the
-# protobuf compiler and library are for tests/test_protobuf_twice.py (notebook 22).
+# protobuf compiler and library are for tests/test_protobuf_twice.py (notebook 23).
 PROTOC := /usr/bin/protoc
 
 test: $(NOTEBOOK_NEEDS) $(PROTOC)

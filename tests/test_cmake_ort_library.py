@@ -1,4 +1,4 @@
-"""examples/cmake_ort_library: the CMakeLists.txt notebook 21 (section 6) gives
+"""examples/cmake_ort_library: the CMakeLists.txt notebook 22 (section 3) gives
 for an ORT custom-op library built against the ORT headers alone.  Its guard
 messages, and a build of the course's own sources with it: only
 RegisterCustomOps exported, no libonnxruntime needed, and every op runs.

@@ -642,7 +642,7 @@ def test_fps_fails_its_tests_on_a_bug_of_its_domain(background, bug, failing):
     if bug == "fps_bool":
         assert "test_each_attribute_value_in_pytorch_and_ort[random_start=True]" in done.stdout
 def test_the_ort_library_builds_with_the_cmake_example(project, tmp_path):
-    """examples/cmake_ort_library (notebook 21, section 6) builds the project's ORT
+    """examples/cmake_ort_library (notebook 22, section 3) builds the project's ORT
     library from csrc/ort_op.cc; the project's own ORT tests pass on that build."""
     directory, _ = project
     copy = tmp_path / "cmake"

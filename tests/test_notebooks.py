@@ -22,7 +22,8 @@ COURSE = ["00_overview", "01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_
           "19_ship_your_op",
           "20_ms_deform_attn",
           "21_build_and_load_problems",
-          "22_graph_and_kernel_problems"]
+          "22_packaging_problems",
+          "23_graph_and_kernel_problems"]
 # Notebooks built around one operator: their first export takes the torch 2.x route.
 CASES = ["01_asinh", "02_deform_conv2d", "03_my_add", "04_torch_library", "05_knn_query",
          "06_selu", "08_end_to_end", "20_ms_deform_attn"]

@@ -1,4 +1,4 @@
-"""Notebook 22, section 3: two libraries that each compiled onnx's generated
+"""Notebook 23, section 3: two libraries that each compiled onnx's generated
 onnx-ml.pb.cc against one shared libprotobuf abort the process that loads
 both ("File already exists in database: onnx/onnx-ml.proto"); generated for
 the lite runtime, as the onnx wheel's own .proto asks, they load side by side.
