@@ -287,8 +287,6 @@ def background(request, tmp_path_factory):
     jobs.pool.shutdown(cancel_futures=True)  # waits for a running one: none runs into the next module
 
 
-
-
 def test_every_template_file_is_written_renamed(project):
     directory, _ = project
     written = sorted(str(p.relative_to(directory)) for p in directory.rglob("*")
